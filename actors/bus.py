@@ -1,0 +1,101 @@
+"""EventBus actor: tell-only fan-out of events to subscribers, with a short history."""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import pykka
+from loguru import logger
+
+from .events import Event
+
+HISTORY_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """Deliver events whose class name is in `types` (empty = all) to `callback`.
+
+    The callback runs in the bus greenlet and must not block: typically an
+    ActorRef.tell or a gevent queue put. `token` identifies it for Unsubscribe.
+    """
+
+    token: object
+    callback: Callable[[Event], None]
+    types: frozenset = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    token: object
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class GetHistory:
+    """Reply: list of recent events (newest last) through `reply`."""
+
+    reply: Callable[[list], None]
+    limit: int = 100
+
+
+class EventBus(pykka.ThreadingActor):
+    """Fans out events; never asks anyone, never lets one bad subscriber stop it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._subs: dict[object, Subscribe] = {}
+        self._history: deque[Event] = deque(maxlen=HISTORY_SIZE)
+
+    def on_receive(self, message):
+        match message:
+            case Publish(event=event):
+                self._history.append(event)
+                for sub in tuple(self._subs.values()):
+                    if sub.types and event.kind not in sub.types:
+                        continue
+                    try:
+                        sub.callback(event)
+                    except Exception:  # one bad listener must not silence the others
+                        logger.exception("event subscriber failed on {}", event.kind)
+            case Subscribe():
+                self._subs[message.token] = message
+            case Unsubscribe(token=token):
+                self._subs.pop(token, None)
+            case GetHistory(reply=reply, limit=limit):
+                reply(list(self._history)[-limit:])
+            case _:
+                logger.warning("bus: unknown message {!r}", message)
+
+
+class BusClient:
+    """A thin handle so publishers do not depend on the bus actor's message shapes."""
+
+    def __init__(self, ref: pykka.ActorRef) -> None:
+        self.ref = ref
+
+    def publish(self, event: Event) -> None:
+        try:
+            self.ref.tell(Publish(event))
+        except pykka.ActorDeadError:
+            pass  # shutting down: nobody is left to hear it
+
+    def subscribe(self, token, callback, types=()) -> None:
+        self.ref.tell(Subscribe(token, callback, frozenset(types)))
+
+    def unsubscribe(self, token) -> None:
+        try:
+            self.ref.tell(Unsubscribe(token))
+        except pykka.ActorDeadError:
+            pass
+
+    def history(self, limit: int = 100, timeout: float = 5.0) -> list:
+        """Edge-code only (HTTP handlers, tools run in their own greenlet)."""
+        fut = pykka.ThreadingFuture()
+        self.ref.tell(GetHistory(fut.set, limit))
+        return fut.get(timeout=timeout)

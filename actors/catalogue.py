@@ -1,0 +1,144 @@
+"""The immutable Catalogue snapshot: every tool, resource and prompt, named and indexed."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from loguru import logger
+
+from . import naming
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One tool or prompt: its qualified name, owner and the definition to show clients."""
+
+    name: str  # qualified, what clients see
+    server: str
+    original: str  # the name the owning server knows
+    definition: Mapping[str, Any]  # the upstream definition with `name` replaced
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceEntry:
+    uri: str  # what clients see (rewritten only on a collision)
+    server: str
+    original: str
+    definition: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    version: int = 0
+    tools: tuple = ()
+    prompts: tuple = ()
+    resources: tuple = ()
+    templates: tuple = ()  # ResourceEntry with uri = uriTemplate
+    tool_index: Mapping[str, Entry] = field(default_factory=lambda: MappingProxyType({}))
+    prompt_index: Mapping[str, Entry] = field(default_factory=lambda: MappingProxyType({}))
+    resource_index: Mapping[str, ResourceEntry] = field(default_factory=lambda: MappingProxyType({}))
+    servers: tuple = ()
+    collisions: tuple = ()  # human-readable lines, for the status report
+    tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
+
+    def tool(self, name: str) -> Entry | None:
+        return self.tool_index.get(name)
+
+    def prompt(self, name: str) -> Entry | None:
+        return self.prompt_index.get(name)
+
+    def resource_owner(self, uri: str) -> tuple[str, str] | None:
+        """(server, upstream uri) for a URI a client asked for, or None."""
+        entry = self.resource_index.get(uri)
+        if entry:
+            return entry.server, entry.original
+        back = naming.unrewrite_uri(uri)
+        if back and back[0] in self.servers:
+            return back
+        for tpl in self.templates:  # a URI produced from a template belongs to its server
+            if _template_matches(tpl.original, uri):
+                return tpl.server, uri
+        owners = {r.server for r in self.resources if _same_scheme(r.original, uri)}
+        if len(owners) == 1:
+            return owners.pop(), uri
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLists:
+    """What one server contributes (kept by the registry, the input of `build`)."""
+
+    server: str
+    prefix: str
+    tools: tuple = ()
+    resources: tuple = ()
+    templates: tuple = ()
+    prompts: tuple = ()
+
+
+def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Catalogue:
+    """Deterministic: servers in name order; on a collision the first keeps the name."""
+    collisions: list[str] = []
+    tool_index: dict[str, Entry] = {}
+    prompt_index: dict[str, Entry] = {}
+    resource_index: dict[str, ResourceEntry] = {}
+    templates: list[ResourceEntry] = []
+    order = sorted(lists)
+    for server in order:
+        sl = lists[server]
+        _add_named(sl, sl.tools, separator, tool_index, collisions, "tool")
+        _add_named(sl, sl.prompts, separator, prompt_index, collisions, "prompt")
+        for res in sl.resources:
+            uri = res.get("uri")
+            if not isinstance(uri, str):
+                continue
+            exposed = uri
+            if uri in resource_index:
+                exposed = naming.rewrite_uri(server, uri)
+                collisions.append(f"resource {uri!r} of {server} shown as {exposed!r} "
+                                  f"({resource_index[uri].server} keeps it)")
+            resource_index[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({**res, "uri": exposed}))
+        for tpl in sl.templates:
+            if isinstance(tpl.get("uriTemplate"), str):
+                templates.append(ResourceEntry(tpl["uriTemplate"], server, tpl["uriTemplate"], MappingProxyType(dict(tpl))))
+    for line in collisions:
+        logger.warning("name collision: {}", line)
+    tools = tuple(tool_index.values())
+    return Catalogue(
+        version=version, tools=tools, prompts=tuple(prompt_index.values()),
+        resources=tuple(resource_index.values()), templates=tuple(templates),
+        tool_index=MappingProxyType(tool_index), prompt_index=MappingProxyType(prompt_index),
+        resource_index=MappingProxyType(resource_index), servers=tuple(order),
+        collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in tools))
+
+
+def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str) -> None:
+    for item in items:
+        original = item.get("name")
+        if not isinstance(original, str) or not original:
+            continue
+        name = naming.qualify(sl.prefix, separator, original)
+        if name in index:
+            first = index[name]
+            if first.server == sl.server:
+                collisions.append(f"{kind} {original!r} listed twice by {sl.server}; second ignored")
+                continue
+            new = naming.disambiguate(name, sl.server, index)
+            collisions.append(f"{kind} {name!r} of {sl.server} renamed {new!r} ({first.server} keeps it)")
+            name = new
+        index[name] = Entry(name, sl.server, original, MappingProxyType({**item, "name": name}))
+
+
+def _same_scheme(a: str, b: str) -> bool:
+    sa, _, _ = a.partition("://")
+    sb, _, _ = b.partition("://")
+    return bool(sa) and sa == sb and "://" in a and "://" in b
+
+
+def _template_matches(template: str, uri: str) -> bool:
+    # RFC 6570 level 1 is enough to route: literal parts must match in order.
+    pattern = "".join(".+?" if part.startswith("{") else re.escape(part)
+                      for part in re.split(r"(\{[^}]*\})", template))
+    return re.fullmatch(pattern, uri) is not None

@@ -1,0 +1,418 @@
+"""YAML/JSON config → frozen config objects, with errors naming file, key and line."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+# The embedded default: beside the package in a checkout or editable install, under
+# the prefix's config/ (setup.cfg data_files) in a regular install.
+DEFAULT_CONFIG = next((p for p in (Path(__file__).resolve().parent.parent / "config" / "default.yaml",
+                                   Path(sys.prefix) / "config" / "default.yaml") if p.exists()),
+                      Path(__file__).resolve().parent.parent / "config" / "default.yaml")
+TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
+SERVE_TRANSPORTS = ("stdio", "http")
+MODES = ("meta", "flat")
+SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+_KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
+               "list": "a list", "dict": "a mapping"}
+
+
+class ConfigError(Exception):
+    """Everything wrong with one config file, each problem as file:line: key: message."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class StdioSpec:
+    command: str
+    args: tuple = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    work_dir: str | None = None
+
+    def __repr__(self) -> str:  # env values are secrets: never in a repr or a log line
+        return f"StdioSpec(command={self.command!r}, args={self.args!r}, env_keys={sorted(self.env)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSpec:
+    url: str
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __repr__(self) -> str:
+        return f"HttpSpec(url={self.url!r}, header_names={sorted(self.headers)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """Restart policy overrides; None means the supervisor's default."""
+
+    intensity: int | None = None
+    period: float | None = None
+    min_backoff: float | None = None
+    max_backoff: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    name: str
+    transport: str  # stdio | sse | streamable-http
+    stdio: StdioSpec | None = None
+    http: HttpSpec | None = None
+    enabled: bool = True
+    auto_start: bool = True
+    timeout: float = 30.0
+    prefix: str | None = None  # None = the server's name; "" = no prefix
+    max_in_flight: int = 64
+    policy: PolicySpec = PolicySpec()
+    source: str = "config"  # where this server came from (config file, discovery provider…)
+
+    @property
+    def effective_prefix(self) -> str:
+        return self.name if self.prefix is None else self.prefix
+
+    def launch_facts(self) -> dict:
+        """What the status report may show: never env values or header values."""
+        if self.stdio is not None:
+            return {"command": self.stdio.command, "args": list(self.stdio.args)}
+        return {"url": self.http.url if self.http else None}
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    transport: str = "stdio"
+    mode: str = "meta"
+    separator: str = "__"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    auth_token: str | None = None
+    allowed_origins: tuple = ()
+    allowed_hosts: tuple = ()
+    startup_wait: float = 10.0
+
+    def __repr__(self) -> str:
+        return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "
+                f"port={self.port!r}, auth={'set' if self.auth_token else 'none'})")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    servers: tuple = ()
+    serve: ServeConfig = ServeConfig()
+    discovery: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    path: str | None = None
+
+    def server(self, name: str) -> ServerConfig | None:
+        return next((s for s in self.servers if s.name == name), None)
+
+
+# ---------------------------------------------------------------- loading
+
+class _Located:
+    """Plain data plus a key-path → line table, so every error can name its line."""
+
+    def __init__(self, data: Any, lines: dict[str, int], file: str):
+        self.data, self.lines, self.file = data, lines, file
+
+    def where(self, path: str) -> str:
+        # fall back to the nearest parent that has a line
+        probe = path
+        while probe and probe not in self.lines:
+            probe = probe.rsplit(".", 1)[0] if "." in probe else ""
+        line = self.lines.get(probe) or self.lines.get("", 1)
+        return f"{self.file}:{line}"
+
+
+def _to_plain(node: yaml.Node, path: str, lines: dict[str, int], scalars: yaml.SafeLoader) -> Any:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for key_node, value_node in node.value:
+            key = str(scalars.construct_object(key_node))
+            sub = f"{path}.{key}" if path else key
+            lines[sub] = key_node.start_mark.line + 1
+            out[key] = _to_plain(value_node, sub, lines, scalars)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_plain(v, f"{path}[{i}]", lines, scalars) for i, v in enumerate(node.value)]
+    return scalars.construct_object(node)
+
+
+def _read(path: Path) -> _Located:
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{file}: cannot read config: {exc.strerror or exc}"]) from None
+    try:
+        # YAML is (nearly) a superset of JSON, so one parser gives lines for both.
+        node = yaml.compose(text.replace("\t", "  "), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError([f"{file}{line}: not valid YAML/JSON: {getattr(exc, 'problem', exc)}"]) from None
+    lines: dict[str, int] = {}
+    data = _to_plain(node, "", lines, yaml.SafeLoader("")) if node is not None else {}
+    return _Located(data, lines, file)
+
+
+def expand(value: str, extra: Mapping[str, str]) -> str:
+    """${VAR} from troupe's built-ins, then the environment; unknown stays as is."""
+    return _VAR.sub(lambda m: extra.get(m.group(1), os.environ.get(m.group(1), m.group(0))), value)
+
+
+class _Checker:
+    def __init__(self, loc: _Located):
+        self.loc, self.problems = loc, []
+
+    def fail(self, path: str, message: str) -> None:
+        self.problems.append(f"{self.loc.where(path)}: {path or '(top)'}: {message}")
+
+    def typed(self, data: Mapping, key: str, path: str, kind, default=None):
+        if key not in data or data[key] is None:
+            return default
+        value = data[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            self.fail(f"{path}.{key}", f"must be {_KIND_NAMES.get(names, names)}, got {type(value).__name__} {value!r}")
+            return default
+        return value
+
+    def unknown_keys(self, data: Mapping, allowed: set, path: str) -> None:
+        for key in data:
+            if key not in allowed:
+                self.fail(f"{path}.{key}" if path else key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def load(path: str | os.PathLike | None = None) -> Config:
+    """Load a troupe YAML config or a Claude-style {"mcpServers": …} JSON file."""
+    file = Path(path) if path else DEFAULT_CONFIG
+    loc = _read(file)
+    return from_data(loc.data, file=str(file), located=loc)
+
+
+def from_data(data: Any, file: str = "<dict>", located: _Located | None = None) -> Config:
+    loc = located or _Located(data, {}, file)
+    check = _Checker(loc)
+    base = Path(file).resolve().parent if file.startswith("<") is False else Path.cwd()
+    builtins = {"TROUPE_PYTHON": sys.executable, "TROUPE_CONFIG_DIR": str(base)}
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
+    if "mcpServers" in data:
+        servers = _claude_servers(data, check, builtins, base)
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery"}, "")
+    else:
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store"}, "")
+        raw = data.get("servers") or []
+        if not isinstance(raw, list):
+            check.fail("servers", "must be a list of servers")
+            raw = []
+        servers = [s for i, item in enumerate(raw) if (s := _server(item, f"servers[{i}]", check, builtins, base))]
+    seen: set[str] = set()
+    for i, s in enumerate(servers):
+        if s.name in seen:
+            check.fail(f"servers[{i}].name", f"duplicate server name {s.name!r}")
+        seen.add(s.name)
+    serve = _serve(data.get("serve") or {}, check)
+    discovery = data.get("discovery") or {}
+    if not isinstance(discovery, dict):
+        check.fail("discovery", "must be a mapping")
+        discovery = {}
+    if check.problems:
+        raise ConfigError(check.problems)
+    return Config(tuple(servers), serve, MappingProxyType(discovery), file)
+
+
+def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> ServerConfig | None:
+    if not isinstance(item, dict):
+        check.fail(path, "must be a mapping with name and transport")
+        return None
+    check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
+                              "max_in_flight", "restart"}, path)
+    name = check.typed(item, "name", path, str)
+    if not name:
+        check.fail(f"{path}.name", "is required")
+        return None
+    if not SERVER_NAME.match(name):
+        check.fail(f"{path}.name", f"{name!r} must match {SERVER_NAME.pattern}")
+    timeout = check.typed(item, "timeout", path, float, 30.0)
+    if timeout is not None and timeout <= 0:
+        check.fail(f"{path}.timeout", "must be > 0 seconds")
+    prefix = check.typed(item, "prefix", path, str, None)
+    if prefix and not re.fullmatch(r"[A-Za-z0-9_-]+", prefix):
+        check.fail(f"{path}.prefix", "may hold only letters, digits, _ and -")
+    transport = item.get("transport")
+    if not isinstance(transport, dict):
+        check.fail(f"{path}.transport", "is required: {type: stdio|sse|streamable-http, …}")
+        return None
+    tpath = f"{path}.transport"
+    kind = transport.get("type", "stdio")
+    if kind not in TRANSPORT_TYPES:
+        check.fail(f"{tpath}.type", f"{kind!r} is not one of {', '.join(TRANSPORT_TYPES)}")
+        return None
+    check.unknown_keys(transport, {"type", "stdio", "sse", "streamable_http"}, tpath)
+    stdio = http = None
+    if kind == "stdio":
+        stdio = _stdio(transport.get("stdio"), f"{tpath}.stdio", check, builtins, base)
+    else:
+        key = "sse" if kind == "sse" else "streamable_http"
+        http = _http(transport.get(key), f"{tpath}.{key}", check, builtins)
+    restart = item.get("restart") or {}
+    policy = PolicySpec()
+    if isinstance(restart, dict):
+        check.unknown_keys(restart, {"intensity", "period", "min_backoff", "max_backoff"}, f"{path}.restart")
+        policy = PolicySpec(check.typed(restart, "intensity", f"{path}.restart", int),
+                            check.typed(restart, "period", f"{path}.restart", float),
+                            check.typed(restart, "min_backoff", f"{path}.restart", float),
+                            check.typed(restart, "max_backoff", f"{path}.restart", float))
+    else:
+        check.fail(f"{path}.restart", "must be a mapping")
+    return ServerConfig(
+        name=name, transport=kind, stdio=stdio, http=http,
+        enabled=check.typed(item, "enabled", path, bool, True),
+        auto_start=check.typed(item, "auto_start", path, bool, True),
+        timeout=timeout or 30.0, prefix=prefix,
+        max_in_flight=check.typed(item, "max_in_flight", path, int, 64), policy=policy)
+
+
+def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        check.fail(path, "must be a mapping of names to strings")
+        return {}
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = str(v)
+        if not isinstance(v, str):
+            check.fail(f"{path}.{k}", "must be a string")  # never echo the value: it may be a secret
+            continue
+        out[str(k)] = expand(v, builtins)
+    return out
+
+
+def _stdio(spec: Any, path: str, check: _Checker, builtins, base: Path) -> StdioSpec | None:
+    if not isinstance(spec, dict):
+        check.fail(path, "is required for type stdio: {command: …, args: […]}")
+        return None
+    check.unknown_keys(spec, {"command", "args", "env", "work_dir", "cwd"}, path)
+    command = check.typed(spec, "command", path, str)
+    if not command:
+        check.fail(f"{path}.command", "is required")
+        return None
+    args = spec.get("args") or []
+    if not isinstance(args, list):
+        check.fail(f"{path}.args", "must be a list of strings")
+        args = []
+    args = [expand(str(a), builtins) for a in args]
+    work_dir = spec.get("work_dir", spec.get("cwd"))
+    if work_dir is not None:
+        work_dir = str((base / expand(str(work_dir), builtins)).resolve())
+    return StdioSpec(expand(command, builtins), tuple(args),
+                     MappingProxyType(_str_map(spec.get("env"), f"{path}.env", check, builtins)), work_dir)
+
+
+def _http(spec: Any, path: str, check: _Checker, builtins) -> HttpSpec | None:
+    if not isinstance(spec, dict):
+        check.fail(path, "is required: {url: http://…, headers: {…}}")
+        return None
+    check.unknown_keys(spec, {"url", "headers"}, path)
+    url = check.typed(spec, "url", path, str)
+    if not url or not re.match(r"^https?://", url):
+        check.fail(f"{path}.url", "must be an http:// or https:// URL")
+        return None
+    return HttpSpec(expand(url, builtins), MappingProxyType(_str_map(spec.get("headers"), f"{path}.headers", check, builtins)))
+
+
+def _claude_servers(data: dict, check: _Checker, builtins, base: Path) -> list[ServerConfig]:
+    """Claude Desktop / Cursor style: {"mcpServers": {name: {command,args,env}|{url,headers,type}}}."""
+    raw = data["mcpServers"]
+    if not isinstance(raw, dict):
+        check.fail("mcpServers", "must be a mapping of server names to definitions")
+        return []
+    servers = []
+    for name, spec in raw.items():
+        item = claude_entry_to_server(name, spec)
+        if item is None:
+            check.fail(f"mcpServers.{name}", "needs `command` (stdio) or `url` (http)")
+            continue
+        s = _server(item, f"mcpServers.{name}", check, builtins, base)
+        if s:
+            servers.append(s)
+    return servers
+
+
+def claude_entry_to_server(name: str, spec: Any) -> dict | None:
+    """One mcpServers entry in troupe's own server shape (also used by discovery)."""
+    if not isinstance(spec, dict):
+        return None
+    item: dict[str, Any] = {"name": name}
+    if spec.get("disabled") is True:
+        item["enabled"] = False
+    if "command" in spec:
+        stdio = {"command": spec["command"], "args": spec.get("args") or []}
+        if spec.get("env"):
+            stdio["env"] = spec["env"]
+        if spec.get("cwd"):
+            stdio["work_dir"] = spec["cwd"]
+        item["transport"] = {"type": "stdio", "stdio": stdio}
+        return item
+    url = spec.get("url") or spec.get("serverUrl")
+    if url:
+        kind = str(spec.get("type") or spec.get("transport") or "").lower()
+        key = "sse" if kind == "sse" else "streamable_http"
+        item["transport"] = {"type": "sse" if key == "sse" else "streamable-http",
+                             key: {"url": url, "headers": spec.get("headers") or {}}}
+        return item
+    return None
+
+
+def with_overrides(config: Config, **serve_overrides) -> Config:
+    """Apply CLI flags (None = keep) on top of the file's serve section."""
+    changes = {k: v for k, v in serve_overrides.items() if v is not None}
+    return replace(config, serve=replace(config.serve, **changes)) if changes else config
+
+
+def _serve(data: Any, check: _Checker) -> ServeConfig:
+    if not isinstance(data, dict):
+        check.fail("serve", "must be a mapping")
+        return ServeConfig()
+    check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
+                              "allowed_origins", "allowed_hosts", "startup_wait"}, "serve")
+    transport = check.typed(data, "transport", "serve", str, "stdio")
+    if transport not in SERVE_TRANSPORTS:
+        check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
+    mode = check.typed(data, "mode", "serve", str, "meta")
+    if mode not in MODES:
+        check.fail("serve.mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    sep = check.typed(data, "separator", "serve", str, "__")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{0,4}", sep or ""):
+        check.fail("serve.separator", "must be up to 4 of A-Z a-z 0-9 _ -")
+    port = check.typed(data, "port", "serve", int, 8765)
+    if port is not None and not 0 <= port <= 65535:
+        check.fail("serve.port", "must be 0..65535")
+    token = check.typed(data, "auth_token", "serve", str, None)
+    token = expand(token, {}) if token else os.environ.get("TROUPE_AUTH_TOKEN") or None
+    return ServeConfig(
+        transport=transport, mode=mode, separator=sep, host=check.typed(data, "host", "serve", str, "127.0.0.1"),
+        port=port, auth_token=token,
+        allowed_origins=tuple(check.typed(data, "allowed_origins", "serve", list, []) or ()),
+        allowed_hosts=tuple(check.typed(data, "allowed_hosts", "serve", list, []) or ()),
+        startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0))

@@ -1,0 +1,362 @@
+"""Connection actor: the client side of MCP for one upstream server."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gevent
+import pykka
+from loguru import logger
+
+from .config import ServerConfig
+from .messages import (CancelForward, ConnectionCounts, ConnectionDegraded, ConnectionFailed,
+                       ConnectionReady, Forward, Inbound, NotifyUpstream, PublishServer, RequestTimedOut,
+                       TransportClosed, UpstreamError)
+from .protocol import jsonrpc, mcp
+from .stats import ServerStats
+from .transports.base import TransportError, TransportGarbage
+
+INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
+MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
+DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
+
+
+def make_transport(config: ServerConfig, on_message, on_closed):
+    """The transport a server's config asks for (imported lazily: HTTP pulls in requests)."""
+    if config.transport == "stdio":
+        from .transports.stdio import StdioTransport
+        return StdioTransport(config.name, config.stdio, on_message, on_closed)
+    if config.transport == "sse":
+        from .transports.sse import SseTransport
+        return SseTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
+    from .transports.streamable_http import StreamableHttpTransport
+    return StreamableHttpTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    on_reply: Callable[[Any], None]
+    timer: gevent.Greenlet | None
+    started: float
+    counted: bool = False  # a client call (stats, in-flight) rather than troupe's own request
+    on_progress: Callable[[dict], None] | None = None
+    origin: Any = None
+    origin_request: Any = None
+
+
+class Connection(pykka.ThreadingActor):
+    def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
+                 registry: pykka.ActorRef, stats: ServerStats, *,
+                 transport_factory=make_transport, client_capabilities: dict | None = None) -> None:
+        super().__init__()
+        self.config, self.generation = config, generation
+        self.supervisor, self.registry, self.stats = supervisor, registry, stats
+        self.log = logger.bind(server=config.name)
+        self._factory = transport_factory
+        self._client_caps = client_capabilities or {}
+        self.transport = None
+        self._next_id = 0
+        self._pending: dict[int, _Pending] = {}
+        self._lists: dict[str, tuple] = {}
+        self._listing: set[str] = set()
+        self._ready = False
+        self._failed = False
+        self._timeouts_in_a_row = 0
+        self.capabilities: dict = {}
+        self.server_info: dict = {}
+        self.protocol_version = mcp.LATEST
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def on_start(self) -> None:
+        # on_start failures never reach on_failure: everything is caught and reported.
+        try:
+            self.transport = self._factory(self.config, self._from_transport, self._transport_closed)
+            self.transport.open()
+        except TransportError as exc:
+            self._fail(str(exc))
+            return
+        except Exception as exc:  # a bug in a transport must not kill the actor system
+            self.log.exception("transport open failed")
+            self._fail(f"transport open failed: {exc}")
+            return
+        self._request("initialize", {"protocolVersion": mcp.LATEST, "capabilities": self._client_caps,
+                                     "clientInfo": mcp.CLIENT_INFO},
+                      self._initialized, timeout=min(INIT_TIMEOUT, max(self.config.timeout, 5.0)))
+
+    def on_stop(self) -> None:
+        self._fail_all(f"{self.config.name}: connection stopped")
+        if self.transport is not None:
+            try:
+                self.transport.close()
+            except Exception:
+                self.log.exception("transport close failed")
+
+    def describe(self) -> dict:
+        return self.transport.describe() if self.transport is not None else {}
+
+    def _tell(self, message) -> None:
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            pass  # late news for a stopped connection: nobody is waiting for it
+
+    def _from_transport(self, message) -> None:
+        self._tell(Inbound(message))
+
+    def _transport_closed(self, reason: str) -> None:
+        self._tell(TransportClosed(reason))
+
+    # ---------------------------------------------------------------- dispatch
+
+    def on_receive(self, message):
+        match message:
+            case Forward():
+                self._forward(message)
+            case Inbound(message=msg):
+                self._inbound(msg)
+            case RequestTimedOut(request_id=rid):
+                self._timed_out(rid)
+            case CancelForward():
+                self._cancel(message)
+            case NotifyUpstream(method=method, params=params):
+                self._send(jsonrpc.notification(method, params))
+            case TransportClosed(reason=reason):
+                self._fail(reason)
+            case _:
+                self.log.warning("connection: unknown message {!r}", message)
+
+    # ---------------------------------------------------------------- requests
+
+    def _forward(self, fwd: Forward) -> None:
+        if not self._ready:
+            fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.config.name} is not ready",
+                                       server=self.config.name))
+            return
+        if self.stats.in_flight >= self.config.max_in_flight:
+            fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE,
+                                       f"server {self.config.name} is busy: {self.stats.in_flight} calls in "
+                                       f"flight (max_in_flight {self.config.max_in_flight}); retry later",
+                                       server=self.config.name))
+            return
+        self.stats.in_flight += 1
+        self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
+                      counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
+                      origin_request=fwd.origin_request)
+
+    def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
+                 on_progress=None, origin=None, origin_request=None) -> None:
+        self._next_id += 1
+        rid = self._next_id
+        if on_progress is not None:
+            # troupe's own token upstream (the request id): unique on this connection
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
+        timer = gevent.spawn_later(timeout, self._tell, RequestTimedOut(rid))
+        self._pending[rid] = _Pending(method, on_reply, timer, time.perf_counter(), counted,
+                                      on_progress, origin, origin_request)
+        try:
+            self.transport.send(jsonrpc.request(rid, method, params))
+        except TransportError as exc:
+            self._complete(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: {exc}",
+                                              server=self.config.name))
+
+    def _complete(self, rid, outcome) -> None:
+        pending = self._pending.pop(rid, None)
+        if pending is None:
+            return  # answered already (timeout, cancel, death): late replies are dropped
+        if pending.timer is not None:
+            pending.timer.kill(block=False)
+        if pending.counted:
+            self.stats.in_flight -= 1
+            self.stats.record(time.perf_counter() - pending.started, not isinstance(outcome, UpstreamError))
+        try:
+            pending.on_reply(outcome)
+        except Exception:
+            self.log.exception("reply handler for {} failed", pending.method)
+
+    def _timed_out(self, rid: int) -> None:
+        pending = self._pending.get(rid)
+        if pending is None:
+            return
+        timeout = self.config.timeout if pending.counted else INIT_TIMEOUT
+        self._send(jsonrpc.notification("notifications/cancelled", {"requestId": rid, "reason": "timeout"}))
+        if pending.counted:
+            self.stats.timeouts += 1
+        self._complete(rid, UpstreamError(jsonrpc.REQUEST_TIMEOUT,
+                                          f"server {self.config.name} did not answer {pending.method} "
+                                          f"within {timeout:g}s (request cancelled)", server=self.config.name))
+        if pending.method == "initialize":
+            return
+        self._timeouts_in_a_row += 1
+        if self._timeouts_in_a_row == DEGRADED_AFTER_TIMEOUTS:
+            self.supervisor.tell(ConnectionDegraded(self.config.name, self.generation, False,
+                                                    f"{self._timeouts_in_a_row} requests timed out in a row"))
+
+    def _cancel(self, cancel: CancelForward) -> None:
+        doomed = [rid for rid, p in self._pending.items() if p.origin == cancel.origin
+                  and (cancel.origin_request is None or p.origin_request == cancel.origin_request)]
+        for rid in doomed:
+            pending = self._pending.pop(rid)
+            if pending.timer is not None:
+                pending.timer.kill(block=False)
+            if pending.counted:
+                self.stats.in_flight -= 1
+            self._send(jsonrpc.notification("notifications/cancelled", {"requestId": rid, "reason": cancel.reason}))
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.transport.send(message)
+        except TransportError as exc:
+            self.log.debug("send failed: {}", exc)
+
+    # ---------------------------------------------------------------- inbound
+
+    def _inbound(self, msg) -> None:
+        if isinstance(msg, TransportGarbage):
+            self.log.warning("ignored from server: {}", msg.reason)
+            if msg.request_id is not None:
+                self._complete(msg.request_id, UpstreamError(jsonrpc.INTERNAL_ERROR,
+                                                             f"server {self.config.name}: {msg.reason}",
+                                                             server=self.config.name))
+            return
+        if not isinstance(msg, dict):
+            self.log.warning("ignored non-object message from server ({})", type(msg).__name__)
+            return
+        if "method" in msg:
+            if "id" in msg:
+                self._server_request(msg)
+            else:
+                self._server_notification(msg)
+            return
+        rid = msg.get("id")
+        if rid not in self._pending:
+            self.log.debug("dropped reply for unknown or finished request {!r}", rid)
+            return
+        if self._timeouts_in_a_row:
+            if self._timeouts_in_a_row >= DEGRADED_AFTER_TIMEOUTS:
+                self.supervisor.tell(ConnectionDegraded(self.config.name, self.generation, True))
+            self._timeouts_in_a_row = 0
+        error = msg.get("error")
+        if error is not None:
+            if not isinstance(error, dict):
+                error = {"code": jsonrpc.INTERNAL_ERROR, "message": str(error)}
+            self._complete(rid, UpstreamError(error.get("code", jsonrpc.INTERNAL_ERROR),
+                                              str(error.get("message", "")), error.get("data"),
+                                              server=self.config.name))
+        else:
+            result = msg.get("result")
+            self._complete(rid, result if isinstance(result, dict) else {})
+
+    def _server_request(self, msg: dict) -> None:
+        method = msg["method"]
+        if method == "ping":
+            self._send(jsonrpc.result(msg["id"], {}))
+            return
+        # troupe advertises no client capabilities upstream yet, so nothing else is owed.
+        self._send(jsonrpc.error(msg["id"], jsonrpc.METHOD_NOT_FOUND,
+                                 f"troupe does not handle {method} from servers"))
+
+    def _server_notification(self, msg: dict) -> None:
+        method, params = msg["method"], msg.get("params") or {}
+        if method == "notifications/progress":
+            pending = self._pending.get(params.get("progressToken"))
+            if pending is not None and pending.on_progress is not None:
+                pending.on_progress(params)
+        elif method in mcp.LIST_CHANGED:
+            if self._ready:
+                self._list(mcp.LIST_CHANGED[method])
+        elif method == "notifications/message":
+            self.log.info("server log [{}]: {}", params.get("level"), str(params.get("data"))[:500])
+        elif method != "notifications/cancelled":
+            self.log.debug("unhandled notification {}", method)
+
+    # ---------------------------------------------------------------- handshake and lists
+
+    def _initialized(self, outcome) -> None:
+        if isinstance(outcome, UpstreamError):
+            self._fail(f"initialize failed: {outcome.message}")
+            return
+        version = outcome.get("protocolVersion")
+        if version not in mcp.SUPPORTED_VERSIONS:
+            self._fail(f"server speaks protocol {version!r}; troupe supports {', '.join(mcp.SUPPORTED_VERSIONS)}")
+            return
+        self.protocol_version = version
+        self.capabilities = outcome.get("capabilities") or {}
+        self.server_info = outcome.get("serverInfo") or {}
+        self.transport.set_protocol_version(version)
+        self._send(jsonrpc.notification("notifications/initialized"))
+        self._list(tuple(mcp.LIST_METHODS))
+
+    def _list(self, kinds) -> None:
+        for kind in kinds:
+            if mcp.LIST_CAPABILITY[kind] not in self.capabilities:
+                self._lists[kind] = ()
+                continue
+            self._listing.add(kind)
+            self._list_page(kind, None, [], 0)
+        self._maybe_publish()
+
+    def _list_page(self, kind: str, cursor, acc: list, pages: int) -> None:
+        method, key = mcp.LIST_METHODS[kind]
+
+        def on_page(outcome) -> None:
+            if isinstance(outcome, UpstreamError):
+                self.log.warning("{} failed: {}", method, outcome.message)
+                self._lists[kind] = tuple(acc)
+            else:
+                items = outcome.get(key)
+                acc.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))
+                nxt = outcome.get("nextCursor")
+                if nxt and nxt != cursor and pages + 1 < MAX_LIST_PAGES:
+                    self._list_page(kind, nxt, acc, pages + 1)
+                    return
+                self._lists[kind] = tuple(acc)
+            self._listing.discard(kind)
+            self._maybe_publish()
+
+        self._request(method, {"cursor": cursor} if cursor else None, on_page,
+                      timeout=self.config.timeout)
+
+    def _maybe_publish(self) -> None:
+        if self._listing or self._failed:
+            return
+        lists = self._lists
+        self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
+                                         lists.get("tools", ()), lists.get("resources", ()),
+                                         lists.get("templates", ()), lists.get("prompts", ()),
+                                         self.capabilities))
+        counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
+        if not self._ready:
+            self._ready = True
+            self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
+            self.supervisor.tell(ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
+                                                 self.describe()))
+        else:
+            self.supervisor.tell(ConnectionCounts(self.config.name, self.generation, *counts))
+
+    # ---------------------------------------------------------------- failure
+
+    def _fail(self, reason: str) -> None:
+        if self._failed:
+            return
+        self._failed = True
+        self._ready = False
+        self.log.warning("connection failed: {}", reason)
+        self._fail_all(f"server {self.config.name} failed: {reason}")
+        self.supervisor.tell(ConnectionFailed(self.config.name, self.generation, reason))
+
+    def _fail_all(self, message: str) -> None:
+        pending, self._pending = self._pending, {}
+        for rid, p in pending.items():
+            if p.timer is not None:
+                p.timer.kill(block=False)
+            if p.counted:
+                self.stats.in_flight -= 1
+                self.stats.record(time.perf_counter() - p.started, False)
+            try:
+                p.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name))
+            except Exception:
+                self.log.exception("reply handler failed")

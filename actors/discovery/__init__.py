@@ -1,0 +1,1 @@
+"""Discovery: find MCP servers in client config files and on PATH, merge, store, watch."""

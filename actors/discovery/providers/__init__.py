@@ -1,0 +1,1 @@
+"""Provider actors: one per discovery source, each answering Discover with a ProviderResult."""

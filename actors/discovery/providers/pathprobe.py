@@ -1,0 +1,170 @@
+"""PathProbeProvider: MCP-looking binaries on PATH, confirmed by a sandboxed `--help`."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+import gevent
+import gevent.os
+import gevent.pool
+from loguru import logger
+
+from ...config import ServerConfig, StdioSpec
+from ..identity import identity_of, which_on
+from ..messages import ProviderResult, ServiceRecord
+from ..sources import CONFIDENCE_PATH, PLACEHOLDER
+from .base import ProviderActor
+
+# Only names like these are ever run; everything else on PATH is left alone.
+NAME_PATTERNS = ("mcp-server-*", "*-mcp", "*-mcp-server")
+HELP_ARGS = ("--help",)
+MAX_HELP_BYTES = 64 * 1024  # a binary that prints forever is cut off here
+READ_CHUNK = 8192
+KILL_WAIT = 2.0  # after SIGKILL to the group, to reap the leader
+# What --help must mention to count as an MCP server (medium confidence).
+MCP_HINT = re.compile(r"\bmcp\b|model context protocol|\bstdio\b", re.I)
+WINDOWS_EXTS = (".exe", ".cmd", ".bat")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    name: str
+    path: str
+    real: str
+
+
+def looks_like_mcp(name: str, allowlist=()) -> bool:
+    stem = name
+    for ext in WINDOWS_EXTS:
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+    return name in allowlist or stem in allowlist or any(fnmatch.fnmatchcase(stem, p) for p in NAME_PATTERNS)
+
+
+def candidates(search_path: str, allowlist=()) -> list[Candidate]:
+    """Executables whose names look like MCP servers, in PATH order; a name shadowed by an
+    earlier directory and a second path to the same binary are both dropped."""
+    out, names, reals = [], set(), set()
+    for directory in search_path.split(os.pathsep):
+        if not directory:
+            continue
+        try:
+            listing = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in listing:
+            if name in names or not looks_like_mcp(name, allowlist):
+                continue
+            path = os.path.join(directory, name)
+            if not os.path.isfile(path) or not os.access(path, os.X_OK):
+                continue
+            names.add(name)
+            real = os.path.realpath(path)
+            if real in reals:
+                continue
+            reals.add(real)
+            out.append(Candidate(name, path, real))
+    return out
+
+
+def run_help(path: str, timeout: float, env: dict, cwd: str | None) -> tuple[int | None, bytes]:
+    """`path --help`: no stdin, minimal env, own process group killed on timeout.
+
+    Returns (exit code or None on timeout, first MAX_HELP_BYTES of stdout+stderr).
+    """
+    proc = subprocess.Popen([path, *HELP_ARGS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
+                            close_fds=True)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        fd = proc.stdout.fileno()
+        gevent.os.make_nonblocking(fd)
+        with gevent.Timeout(timeout, False):
+            while len(out) < MAX_HELP_BYTES:
+                chunk = gevent.os.nb_read(fd, READ_CHUNK)
+                if not chunk:
+                    break
+                out += chunk
+        try:
+            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        # The whole group goes, whatever happened: no helper outlives its probe.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=KILL_WAIT)
+        except subprocess.TimeoutExpired:
+            logger.warning("path probe: {} did not die after SIGKILL", path)
+        proc.stdout.close()
+    return code, bytes(out[:MAX_HELP_BYTES])
+
+
+class PathProbeProvider(ProviderActor):
+    """Runs `--help` once per binary version (cached by realpath, mtime and size)."""
+
+    provider = "path"
+
+    def __init__(self, *, search_path: str, home: str, allowlist=(), timeout: float = 2.0,
+                 concurrency: int = 8, auto_connect: bool = False) -> None:
+        super().__init__()
+        self._path = search_path
+        self._home = home
+        self._allow = tuple(allowlist)
+        self._timeout = timeout
+        self._concurrency = max(1, concurrency)
+        self._auto = auto_connect
+        self._which = which_on(search_path)
+        self._cache: dict[tuple, bool] = {}
+
+    def _env(self) -> dict:
+        # Only what a --help needs: no tokens or keys from troupe's environment.
+        return {"PATH": self._path, "HOME": self._home, "LANG": os.environ.get("LANG", "C.UTF-8")}
+
+    def _check(self, cand: Candidate) -> tuple[Candidate, bool, str | None]:
+        """(candidate, mentions MCP, problem or None); cached per binary version."""
+        try:
+            st = os.stat(cand.real)
+        except OSError as exc:
+            return cand, False, f"{cand.path}: cannot stat ({exc.strerror})"
+        key = (cand.real, st.st_mtime_ns, st.st_size)
+        if key not in self._cache:
+            cwd = self._home if os.path.isdir(self._home) else None
+            try:
+                code, out = run_help(cand.path, self._timeout, self._env(), cwd)
+            except OSError as exc:
+                return cand, False, f"{cand.path}: cannot run ({exc.strerror or exc})"
+            matched = bool(MCP_HINT.search(out.decode("utf-8", "replace")))
+            how = "timed out" if code is None else f"exit {code}"
+            logger.debug("path probe: {} --help {}, {}", cand.path, how, "mentions MCP" if matched else "no MCP")
+            self._cache[key] = matched
+        return cand, self._cache[key], None
+
+    def scan(self) -> ProviderResult:
+        cands = candidates(self._path, self._allow)
+        pool = gevent.pool.Pool(self._concurrency)
+        try:
+            checked = pool.map(self._check, cands)
+        finally:
+            pool.kill(block=True)  # a stopped scan leaves no --help running
+        records, errors = [], []
+        for cand, matched, problem in checked:
+            if problem:
+                errors.append(problem)
+            if not matched:
+                continue  # low confidence: not recorded
+            cfg = ServerConfig(name=PLACEHOLDER, transport="stdio", stdio=StdioSpec(cand.path))
+            records.append(ServiceRecord(
+                provider=self.provider, file=cand.path, name=cand.name,
+                identity=identity_of(cfg, self._which), confidence=CONFIDENCE_PATH, config=cfg,
+                tags=frozenset({"path", "probed"}), auto_connect=self._auto))
+        return ProviderResult(self.provider, tuple(records), tuple(errors), tuple(c.path for c in cands))

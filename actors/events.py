@@ -1,0 +1,130 @@
+"""Events fanned out by the EventBus, named in the past tense; emitted on transitions only."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every bus event; `at` is wall-clock seconds."""
+
+    at: float = field(default_factory=_now, kw_only=True)
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+    def to_json(self) -> dict:
+        """A plain dict for /events and core_events; events never hold secrets."""
+        out: dict[str, Any] = {"type": self.kind}
+        for name in self.__dataclass_fields__:
+            out[name] = _plain(getattr(self, name))
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStateChanged(Event):
+    """A server moved between starting/ready/degraded/backoff/failed/stopped."""
+
+    server: str
+    old: str
+    new: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConnected(Event):
+    server: str
+    tools: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDisconnected(Event):
+    server: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRestarted(Event):
+    server: str
+    restarts: int
+    backoff_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitOpened(Event):
+    server: str
+    failures: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsChanged(Event):
+    """The catalogue changed; `lists` names which lists (tools/resources/prompts)."""
+
+    lists: frozenset = frozenset()
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StartupSettled(Event):
+    """Every auto-start server is ready or has failed (the first tools/list may answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceUpdated(Event):
+    server: str
+    uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceAdded(Event):
+    service: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRemoved(Event):
+    service: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceUpdated(Event):
+    service: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChanged(Event):
+    service: str
+    healthy: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryCompleted(Event):
+    found: int
+    duration_s: float
+    errors: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigReloaded(Event):
+    added: tuple = ()
+    removed: tuple = ()
+    changed: tuple = ()

@@ -1,0 +1,89 @@
+"""troupe's entry point: patch first, then CLI (serve, status, check, discover), start, signals."""
+from gevent import monkey
+
+monkey.patch_all()  # before any other import: pykka's threads must be greenlets
+
+import argparse  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+
+import gevent  # noqa: E402
+import gevent.event  # noqa: E402
+from loguru import logger  # noqa: E402
+
+from . import __version__, config as config_mod, logs  # noqa: E402
+
+COMMANDS = ("serve", "status", "check", "discover")
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="troupe", description="troupe: one MCP endpoint for all your MCP servers.",
+                                epilog="Other commands: troupe status | check CONFIG | discover  (each has --help)")
+    p.add_argument("--config", help="YAML config or a Claude-style mcpServers JSON file (default: embedded)")
+    p.add_argument("--transport", choices=config_mod.SERVE_TRANSPORTS, help="serve over stdio or http")
+    p.add_argument("--mode", choices=config_mod.MODES, help="meta: meta-tools only; flat: every tool")
+    p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="HTTP port (0 = any free port)")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
+    p.add_argument("--discovery", action=argparse.BooleanOptionalAction, default=None,
+                   help="find servers in client config files and on PATH (default: config's discovery.enabled)")
+    p.add_argument("--version", action="version", version=f"troupe {__version__}")
+    return p
+
+
+def serve(argv: list[str]) -> int:
+    args = _serve_parser().parse_args(argv)
+    logs.setup(args.log_level, args.log_json)
+    try:
+        config = config_mod.load(args.config)
+    except config_mod.ConfigError as exc:
+        print("troupe: config error:\n" + "\n".join(f"  {p}" for p in exc.problems), file=sys.stderr)
+        return 2
+    config = config_mod.with_overrides(config, transport=args.transport, mode=args.mode, host=args.host,
+                                       port=args.port)
+    # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
+    sys.stdout = sys.stderr
+    from .runtime import Runtime
+    runtime = Runtime(config, discovery=args.discovery).start()
+    stop = gevent.event.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(sig, stop.set)
+    if config.serve.transport == "stdio":
+        from .serve import stdio
+        worker = gevent.spawn(stdio.serve, runtime)
+    else:
+        from .serve import http
+        worker = gevent.spawn(http.serve, runtime, stop)
+    worker.link(lambda _: stop.set())
+    logger.info("troupe {} serving over {} in {} mode ({} servers configured)", __version__,
+                config.serve.transport, config.serve.mode, len(config.servers))
+    try:
+        stop.wait()
+    finally:
+        logger.info("shutting down")
+        worker.kill(block=True, timeout=1.0)
+        runtime.stop()
+    if worker.exception is not None and not isinstance(worker.exception, gevent.GreenletExit):
+        logger.error("serving failed: {}", worker.exception)
+        return 1
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else "serve"
+    if argv and argv[0] in COMMANDS:
+        argv = argv[1:]
+    if command == "serve":
+        return serve(argv)
+    from . import commands
+    return commands.run(command, argv)
+
+
+def main() -> None:
+    sys.exit(cli())
+
+
+if __name__ == "__main__":
+    main()

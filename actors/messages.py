@@ -1,0 +1,235 @@
+"""Commands and replies exchanged by troupe's actors (the protocol on one page).
+
+Ask-style commands carry their reply channel: either a `pykka.ThreadingFuture`
+(`reply`, completed exactly once, for slow paths where edge code waits) or a
+plain callable sink (`on_reply`, for the tools/call hot path, so no greenlet
+ever blocks on it). Every field holds an immutable value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pykka
+
+
+# ------------------------------------------------------------ Session (downstream)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMessage:
+    """One decoded JSON-RPC message from a downstream client.
+
+    `sink` writes a message back to that client (for Streamable HTTP, to the
+    stream of the POST that carried this request). No reply other than via sink.
+    """
+
+    message: Any
+    sink: Callable[[dict], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientGone:
+    """The downstream client disconnected: cancel its upstream calls, stop the session."""
+
+    reason: str = "client disconnected"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueUpdated:
+    """Told to sessions by the registry's bus event: lists changed (debounced there)."""
+
+    lists: frozenset
+    version: int = 0
+
+
+# ------------------------------------------------------------ Connection (upstream)
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Send a request upstream. Reply: `on_reply(result_dict)` or `on_reply(UpstreamError)`.
+
+    `on_progress(params)` receives progress for this request with the
+    caller's own token already restored; `origin` is the calling session's key
+    (for cancellation and server→client routing).
+    """
+
+    method: str
+    params: Any
+    on_reply: Callable[[Any], None]
+    timeout: float | None = None
+    on_progress: Callable[[dict], None] | None = None
+    origin: Any = None
+    origin_request: Any = None  # the client's own request id, for its cancellations
+
+
+@dataclass(frozen=True, slots=True)
+class CancelForward:
+    """The client cancelled (or went away): cancel upstream, answer nothing more."""
+
+    origin: Any
+    origin_request: Any = None  # None = every request of that origin
+    reason: str = "cancelled by client"
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyUpstream:
+    method: str
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A message (or TransportGarbage) read by the transport's reader greenlet."""
+
+    message: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TransportClosed:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTimedOut:
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamError:
+    """A failed upstream request, as a value: JSON-RPC error or troupe-side failure."""
+
+    code: int
+    message: str
+    data: Any = None
+    server: str = ""
+
+    def to_error(self) -> dict:
+        err = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+
+# ------------------------------------------------------------ Registry
+
+
+@dataclass(frozen=True, slots=True)
+class PublishServer:
+    """A connection's full lists; the registry rebuilds the catalogue from them."""
+
+    server: str
+    prefix: str
+    tools: tuple = ()
+    resources: tuple = ()
+    templates: tuple = ()
+    prompts: tuple = ()
+    capabilities: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class DropServer:
+    server: str
+
+
+# ------------------------------------------------------------ Supervisor
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionReady:
+    """A connection finished its handshake and first listing (generation guards stale news)."""
+
+    server: str
+    generation: int
+    tools: int
+    resources: int
+    prompts: int
+    server_info: Any = None
+    endpoint: Any = None  # {"pid": …} or {"url": …} from the transport
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionCounts:
+    """Lists were re-read after list_changed."""
+
+    server: str
+    generation: int
+    tools: int
+    resources: int
+    prompts: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionFailed:
+    server: str
+    generation: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionDegraded:
+    """Alive but unhealthy (e.g. repeated timeouts); `ok=True` clears it."""
+
+    server: str
+    generation: int
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RestartDue:
+    server: str
+    attempt_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetStatus:
+    """Reply: StatusReport through `reply`."""
+
+    reply: pykka.ThreadingFuture
+
+
+@dataclass(frozen=True, slots=True)
+class ControlServer:
+    """restart | stop | start | enable | disable one server. Reply: dict summary or exception."""
+
+    action: str
+    server: str
+    reply: pykka.ThreadingFuture
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyServers:
+    """Reconcile with this set of configs (config reload or discovery).
+
+    `source` scopes removals: only servers whose config came from that source
+    are removed when absent.
+    """
+
+    servers: tuple
+    source: str
+    reply: pykka.ThreadingFuture | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    """The supervisor's view of everything; what /status, the CLI and core_status show."""
+
+    ready: bool
+    uptime_s: float
+    started_at: float
+    url: str | None
+    mode: str
+    servers: tuple
+    discovery: Any = None
+    health: Any = None
+    version: str = ""
+
+    def to_json(self) -> dict:
+        return {"ready": self.ready, "uptime_s": round(self.uptime_s, 3), "started_at": self.started_at,
+                "url": self.url, "mode": self.mode, "version": self.version,
+                "servers": [dict(s) for s in self.servers],
+                "discovery": self.discovery, "health": self.health}
+
+

@@ -1,0 +1,195 @@
+"""The 11 meta-tools: definitions and the handlers that read a Catalogue snapshot."""
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+import orjson
+
+from .catalogue import Catalogue, Entry
+from .search import Index
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+
+_PAGE = {"limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": f"Page size (default {DEFAULT_LIMIT})."},
+         "offset": {"type": "integer", "minimum": 0, "description": "Entries to skip (default 0)."}}
+
+
+def _tool(name: str, description: str, properties: dict, required: tuple = (), read_only: bool = True) -> dict:
+    return {"name": name, "description": description,
+            "inputSchema": {"type": "object", "properties": properties, "required": list(required),
+                            "additionalProperties": False},
+            "annotations": {"readOnlyHint": read_only, "openWorldHint": not read_only}}
+
+
+META_TOOLS = (
+    _tool("list_tools", "List the tools of every connected MCP server (name, server, description), a page at a time. "
+          "Returns JSON with tools, total, limit, offset and truncated.", dict(_PAGE)),
+    _tool("describe_tool", "Show one tool's full definition: description, input schema and an example call_tool invocation.",
+          {"name": {"type": "string", "description": "Qualified tool name from list_tools."}}, ("name",)),
+    _tool("filter_tools", "Find tools by relevance to a query (words matched in names and descriptions), "
+          "or by a name glob pattern and/or server. Returns JSON like list_tools, best match first.",
+          {"query": {"type": "string", "description": "Words describing what you need."},
+           "pattern": {"type": "string", "description": "Glob on the qualified name, e.g. 'github__*'."},
+           "server": {"type": "string", "description": "Only tools of this server."},
+           "description_filter": {"type": "string", "description": "Substring that must appear in the description."},
+           "case_sensitive": {"type": "boolean"}, **_PAGE}),
+    _tool("list_core_tools", "List troupe's own core_* tools (status, server management).", {}),
+    _tool("call_tool", "Call a tool by its qualified name with its arguments; returns the tool's own result unchanged.",
+          {"name": {"type": "string", "description": "Qualified tool name."},
+           "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says."}},
+          ("name",), read_only=False),
+    _tool("list_resources", "List the resources of every connected server (uri, name, server, mimeType).", dict(_PAGE)),
+    _tool("describe_resource", "Show one resource's metadata.", {"uri": {"type": "string"}}, ("uri",)),
+    _tool("get_resource", "Read a resource's contents by URI.", {"uri": {"type": "string"}}, ("uri",)),
+    _tool("list_prompts", "List the prompts of every connected server with their arguments.", dict(_PAGE)),
+    _tool("describe_prompt", "Show one prompt's description and arguments.", {"name": {"type": "string"}}, ("name",)),
+    _tool("get_prompt", "Render a prompt with its arguments; returns its messages as JSON.",
+          {"name": {"type": "string"}, "arguments": {"type": "object", "additionalProperties": {"type": "string"}}},
+          ("name",)),
+)
+META_NAMES = frozenset(t["name"] for t in META_TOOLS)
+FORWARDING = frozenset({"call_tool", "get_resource", "get_prompt"})  # these reach a server
+
+
+class MetaError(Exception):
+    """Bad meta-tool arguments: becomes an isError result the model can act on."""
+
+
+def text_result(value: Any, is_error: bool = False) -> dict:
+    text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    out: dict = {"content": [{"type": "text", "text": text}]}
+    if is_error:
+        out["isError"] = True
+    return out
+
+
+def _page(args: dict) -> tuple[int, int]:
+    limit, offset = args.get("limit", DEFAULT_LIMIT), args.get("offset", 0)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise MetaError(f"limit must be an integer 1..{MAX_LIMIT}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise MetaError("offset must be an integer >= 0")
+    return limit, offset
+
+
+def _paged(key: str, items: list, limit: int, offset: int) -> dict:
+    page = items[offset:offset + limit]
+    return {key: page, "total": len(items), "limit": limit, "offset": offset,
+            "truncated": offset + len(page) < len(items)}
+
+
+def _tool_summary(e: Entry) -> dict:
+    d = e.definition
+    out = {"name": e.name, "server": e.server, "description": d.get("description", "")}
+    if d.get("title"):
+        out["title"] = d["title"]
+    return out
+
+
+def _required_str(args: dict, key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise MetaError(f"argument {key!r} is required (a non-empty string)")
+    return value
+
+
+_index_cache: tuple[int, int, Index] | None = None
+
+
+def _index(cat: Catalogue) -> Index:
+    global _index_cache
+    if _index_cache is None or _index_cache[0] != id(cat) or _index_cache[1] != cat.version:
+        _index_cache = (id(cat), cat.version, Index([(t.name, t.definition.get("description", "")) for t in cat.tools]))
+    return _index_cache[2]
+
+
+def example_arguments(schema: dict) -> dict:
+    """A plausible arguments object from a schema's required properties (for describe_tool)."""
+    props = (schema or {}).get("properties") or {}
+    samples = {"string": "text", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    out = {}
+    for key in (schema or {}).get("required") or list(props)[:2]:
+        prop = props.get(key) or {}
+        if "default" in prop:
+            out[key] = prop["default"]
+        elif prop.get("enum"):
+            out[key] = prop["enum"][0]
+        else:
+            kind = prop.get("type")
+            out[key] = samples.get(kind[0] if isinstance(kind, list) else kind, "value")
+    return out
+
+
+def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple) -> dict:
+    """Answer a non-forwarding meta-tool from the snapshot alone."""
+    if name == "list_tools":
+        limit, offset = _page(args)
+        return text_result(_paged("tools", [_tool_summary(t) for t in cat.tools], limit, offset))
+    if name == "describe_tool":
+        tool_name = _required_str(args, "name")
+        entry = cat.tool(tool_name)
+        if entry is None:
+            raise MetaError(f"unknown tool {tool_name!r}; use list_tools or filter_tools to find names")
+        d = dict(entry.definition)
+        example = {"name": "call_tool", "arguments": {"name": entry.name,
+                                                      "arguments": example_arguments(d.get("inputSchema") or {})}}
+        return text_result({"tool": d, "server": entry.server, "original_name": entry.original, "example": example})
+    if name == "filter_tools":
+        return text_result(_filter(args, cat))
+    if name == "list_core_tools":
+        return text_result({"tools": [{"name": t["name"], "description": t["description"]} for t in core_tools],
+                            "total": len(core_tools)})
+    if name == "list_resources":
+        limit, offset = _page(args)
+        items = [{**dict(r.definition), "server": r.server} for r in cat.resources]
+        result = _paged("resources", items, limit, offset)
+        result["templates"] = [{**dict(t.definition), "server": t.server} for t in cat.templates]
+        return text_result(result)
+    if name == "describe_resource":
+        uri = _required_str(args, "uri")
+        entry = cat.resource_index.get(uri)
+        if entry is None:
+            raise MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
+        return text_result({"resource": dict(entry.definition), "server": entry.server})
+    if name == "list_prompts":
+        limit, offset = _page(args)
+        return text_result(_paged("prompts", [{**dict(p.definition), "server": p.server} for p in cat.prompts],
+                                  limit, offset))
+    if name == "describe_prompt":
+        prompt_name = _required_str(args, "name")
+        entry = cat.prompt(prompt_name)
+        if entry is None:
+            raise MetaError(f"unknown prompt {prompt_name!r}; use list_prompts to find names")
+        return text_result({"prompt": dict(entry.definition), "server": entry.server})
+    raise MetaError(f"unknown meta-tool {name!r}")
+
+
+def _filter(args: dict, cat: Catalogue) -> dict:
+    limit, offset = _page(args)
+    query, pattern = args.get("query") or "", args.get("pattern") or ""
+    server, desc = args.get("server") or "", args.get("description_filter") or ""
+    case = bool(args.get("case_sensitive"))
+    for key, value in (("query", query), ("pattern", pattern), ("server", server), ("description_filter", desc)):
+        if not isinstance(value, str):
+            raise MetaError(f"{key} must be a string")
+    fold = (lambda s: s) if case else str.lower
+    tools = cat.tools
+    if query:
+        scores = _index(cat).score(query)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], tools[kv[0]].name))
+        candidates = [tools[i] for i, _ in ranked]
+    else:
+        candidates = list(tools)
+    out = []
+    for t in candidates:
+        if server and t.server != server:
+            continue
+        if pattern and not (fnmatch.fnmatchcase(fold(t.name), fold(pattern)) or
+                            (not any(c in pattern for c in "*?[") and fold(pattern) in fold(t.name))):
+            continue
+        if desc and fold(desc) not in fold(t.definition.get("description", "")):
+            continue
+        out.append(_tool_summary(t))
+    return _paged("tools", out, limit, offset)

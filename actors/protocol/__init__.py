@@ -1,0 +1,1 @@
+"""JSON-RPC codec, MCP constants and argument validation."""

@@ -1,0 +1,65 @@
+"""JSON-RPC 2.0 framing with orjson: encode, decode, classify, build replies."""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+# Standard JSON-RPC error codes, named so no literal code appears elsewhere.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# MCP: resource not found (legacy era).
+RESOURCE_NOT_FOUND = -32002
+# troupe's own, outside the spec's reserved -32020..-32099 range.
+REQUEST_TIMEOUT = -32001
+SERVER_UNAVAILABLE = -32000
+
+
+def encode(message: dict) -> bytes:
+    """One message as compact JSON bytes, no newline."""
+    return orjson.dumps(message)
+
+
+def decode(data: bytes | str) -> Any:
+    """Parse one message; raises ValueError (orjson.JSONDecodeError) on bad JSON."""
+    return orjson.loads(data)
+
+
+def is_request(msg: dict) -> bool:
+    return "method" in msg and "id" in msg
+
+
+def is_notification(msg: dict) -> bool:
+    return "method" in msg and "id" not in msg
+
+
+def is_response(msg: dict) -> bool:
+    return "method" not in msg and ("result" in msg or "error" in msg)
+
+
+def request(id_: Any, method: str, params: dict | None = None) -> dict:
+    msg = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: dict | None = None) -> dict:
+    msg = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def result(id_: Any, value: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": id_, "result": value}
+
+
+def error(id_: Any, code: int, message: str, data: Any = None) -> dict:
+    err = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": id_, "error": err}

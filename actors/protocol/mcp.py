@@ -1,0 +1,29 @@
+"""MCP constants: protocol versions, method names troupe cares about, its own identity."""
+from __future__ import annotations
+
+from .. import __version__
+
+LATEST = "2025-11-25"
+# Newest first: the versions troupe speaks on both sides (the legacy, session era).
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+CLIENT_INFO = {"name": "troupe", "version": __version__}
+SERVER_INFO = {"name": "troupe", "title": "troupe MCP aggregator", "version": __version__}
+
+LIST_METHODS = {
+    "tools": ("tools/list", "tools"),
+    "resources": ("resources/list", "resources"),
+    "templates": ("resources/templates/list", "resourceTemplates"),
+    "prompts": ("prompts/list", "prompts"),
+}
+# Which capability an upstream must declare before troupe lists a kind.
+LIST_CAPABILITY = {"tools": "tools", "resources": "resources", "templates": "resources", "prompts": "prompts"}
+LIST_CHANGED = {
+    "notifications/tools/list_changed": ("tools",),
+    "notifications/resources/list_changed": ("resources", "templates"),
+    "notifications/prompts/list_changed": ("prompts",),
+}
+
+
+def negotiate(requested: str | None) -> str:
+    """The client's version if troupe speaks it, else troupe's newest (the spec's rule)."""
+    return requested if requested in SUPPORTED_VERSIONS else LATEST

@@ -1,0 +1,178 @@
+"""Runtime: starts troupe's actors in order, stops them in reverse, and is the edge API."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+import gevent.event
+import pykka
+from loguru import logger
+
+from .bus import BusClient, EventBus
+from .catalogue import Catalogue
+from .config import Config, ServerConfig
+from .messages import ApplyServers, ControlServer, GetStatus
+from .policy import Policy
+from .registry import CatalogueBox, Registry
+from .supervisor import CALLABLE_STATES, BACKOFF, FAILED, Supervisor, SetUrl
+
+ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
+STOP_DEADLINE = 4.5
+
+
+class Runtime:
+    """One running troupe: the actors plus blocking helpers for edge code (never actors)."""
+
+    def __init__(self, config: Config, *, policy: Policy | None = None, discovery: bool | None = None,
+                 home: str | None = None, project_root: str | None = None):
+        self.config = config
+        self.policy = policy or Policy()
+        self.box = CatalogueBox()
+        self.directory: dict = {}
+        self.settled = gevent.event.Event()
+        self.started_at = time.time()
+        self._discovery_wanted = discovery
+        self._home, self._project_root = home, project_root
+        self.bus: BusClient | None = None
+        self.registry = self.supervisor = self.discovery = self.health = None
+        self._stopped = False
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> "Runtime":
+        self.bus = BusClient(EventBus.start())
+        self.registry = Registry.start(self.box, self.bus, self.config.serve.separator)
+        self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
+                                           mode=self.config.serve.mode, directory=self.directory,
+                                           settled=self.settled)
+        if self._discovery_enabled():
+            self._start_discovery()
+        return self
+
+    def _discovery_enabled(self) -> bool:
+        if self._discovery_wanted is not None:
+            return self._discovery_wanted
+        return bool(self.config.discovery.get("enabled", False))
+
+    def _start_discovery(self) -> None:
+        try:
+            from .discovery import engine
+        except ImportError as exc:
+            logger.warning("discovery unavailable: {}", exc)
+            return
+        supervisor = self.supervisor
+        reserved = frozenset(s.name for s in self.config.servers)
+
+        def on_services(changed) -> None:
+            # Discovery owns its servers' set; the supervisor reconciles that source.
+            self._discovered = {**getattr(self, "_discovered", {})}
+            for cfg in changed.added + changed.updated:
+                self._discovered[cfg.name] = cfg
+            for name in changed.removed:
+                self._discovered.pop(name, None)
+            supervisor.tell(ApplyServers(tuple(self._discovered.values()), "discovery"))
+
+        self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
+                                      home=self._home, project_root=self._project_root, reserved_names=reserved)
+
+    def stop(self) -> None:
+        """Reverse start order, each stop in parallel where it can be; bounded."""
+        if self._stopped:
+            return
+        self._stopped = True
+        deadline = time.monotonic() + STOP_DEADLINE
+        for ref in (self.discovery, self.supervisor, self.registry, self.bus.ref if self.bus else None):
+            if ref is None:
+                continue
+            try:
+                ref.stop(timeout=max(0.1, deadline - time.monotonic()))
+            except pykka.Timeout:
+                logger.warning("actor {} did not stop in time", ref)
+            except pykka.ActorDeadError:
+                pass
+
+    # ---------------------------------------------------------------- reads (no actor hop)
+
+    def catalogue(self) -> Catalogue:
+        return self.box.current
+
+    def connection(self, server: str) -> pykka.ActorRef | None:
+        child = self.directory.get(server)
+        return child.ref if child is not None and child.callable else None
+
+    def connection_or_status(self, server: str) -> tuple[pykka.ActorRef | None, str]:
+        """The live connection, or why there is none (so callers fail at once, naming it)."""
+        child = self.directory.get(server)
+        if child is None:
+            return None, f"server {server} is not configured"
+        if child.state in CALLABLE_STATES and child.ref is not None:
+            return child.ref, ""
+        detail = f": {child.reason}" if child.reason else ""
+        if child.state == BACKOFF:
+            return None, f"server {server} is restarting (backoff){detail}"
+        if child.state == FAILED:
+            return None, f"server {server} has failed{detail}"
+        return None, f"server {server} is {child.state}{detail}"
+
+    # ---------------------------------------------------------------- asks (edge code only)
+
+    def _ask(self, ref, make, timeout: float = ASK_TIMEOUT):
+        future = pykka.ThreadingFuture()
+        ref.tell(make(future))
+        return future.get(timeout=timeout)
+
+    def status(self) -> dict:
+        report = self._ask(self.supervisor, GetStatus).to_json()
+        if self.discovery is not None:
+            from .discovery.messages import GetDiscoveryStatus
+            try:
+                report["discovery"] = self._ask(self.discovery, GetDiscoveryStatus, timeout=3.0)
+            except Exception as exc:
+                report["discovery"] = {"error": str(exc)}
+        return report
+
+    def control(self, action: str, server: str) -> dict:
+        return self._ask(self.supervisor, lambda f: ControlServer(action, server, f))
+
+    def apply_servers(self, servers: tuple[ServerConfig, ...], source: str = "config") -> dict:
+        return self._ask(self.supervisor, lambda f: ApplyServers(servers, source, f))
+
+    def set_url(self, url: str) -> None:
+        self.supervisor.tell(SetUrl(url))
+
+    def events(self, limit: int = 100) -> list:
+        return [e.to_json() for e in self.bus.history(limit)]
+
+    def _discovery_ask(self, make) -> Any:
+        if self.discovery is None:
+            raise RuntimeError("discovery is not enabled (set discovery.enabled: true)")
+        return self._ask(self.discovery, make, timeout=30.0)
+
+    def discovery_run(self):
+        from .discovery.messages import RunDiscovery
+        return _plain(self._discovery_ask(RunDiscovery))
+
+    def register_server(self, entry: dict):
+        from .discovery.messages import RegisterServer
+        return self._discovery_ask(lambda f: RegisterServer(entry, f))
+
+    def unregister_server(self, name: str):
+        from .discovery.messages import UnregisterServer
+        return self._discovery_ask(lambda f: UnregisterServer(name, f))
+
+    def health_check(self, name: str | None = None):
+        from .discovery.messages import CheckHealth
+        return self._discovery_ask(lambda f: CheckHealth(name, f))
+
+    def wait_settled(self, timeout: float) -> bool:
+        return self.settled.wait(timeout=timeout)
+
+
+def _plain(value):
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+        return dataclasses.asdict(value)
+    return value

@@ -1,0 +1,1 @@
+"""Serving troupe to downstream MCP clients: stdio and HTTP."""

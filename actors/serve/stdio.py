@@ -1,0 +1,76 @@
+"""Serve one MCP client over our own stdin/stdout (nothing but MCP on stdout)."""
+from __future__ import annotations
+
+import os
+
+import gevent
+import gevent.queue
+from gevent.fileobject import FileObjectPosix
+from loguru import logger
+
+from ..messages import ClientGone, ClientMessage
+from ..protocol import jsonrpc
+from ..session import Session
+
+MAX_LINE = 16 * 1024 * 1024
+
+
+def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
+    """Run until stdin reaches EOF (the client went away) or the greenlet is killed."""
+    out = FileObjectPosix(os.dup(stdout_fd), "wb")
+    queue: gevent.queue.Queue = gevent.queue.Queue()
+
+    def sink(message: dict) -> None:  # any greenlet; never blocks
+        queue.put(jsonrpc.encode(message) + b"\n")
+
+    def write_loop() -> None:
+        while True:
+            data = queue.get()
+            if data is None:
+                break
+            chunks = [data]
+            while not queue.empty():  # batch what is ready into one write
+                more = queue.get_nowait()
+                if more is None:
+                    queue.put(None)
+                    break
+                chunks.append(more)
+            try:
+                out.write(b"".join(chunks))
+                out.flush()
+            except OSError as exc:
+                logger.warning("stdout closed: {}", exc)
+                return
+
+    writer = gevent.spawn(write_loop)
+    session = Session.start(runtime, notify=sink, key="stdio")
+    inp = FileObjectPosix(os.dup(stdin_fd), "rb")
+    try:
+        while True:
+            line = inp.readline(MAX_LINE + 1)
+            if not line:
+                break
+            if len(line) > MAX_LINE:
+                sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"message over {MAX_LINE} bytes refused"))
+                while line and not line.endswith(b"\n"):
+                    line = inp.readline(1 << 20)
+                continue
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = jsonrpc.decode(line)
+            except ValueError as exc:
+                sink(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
+                continue
+            session.tell(ClientMessage(message, sink))
+    finally:
+        logger.info("stdin closed: client gone")
+        try:
+            session.tell(ClientGone())
+        except Exception:
+            pass
+        queue.put(None)
+        writer.join(timeout=1.0)
+        inp.close()
+        out.close()

@@ -1,0 +1,1 @@
+"""MCP servers that ship with troupe and run as its own upstreams."""

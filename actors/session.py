@@ -1,0 +1,386 @@
+"""Session actor: one downstream MCP client; routes its requests, answers exactly once."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import gevent
+import pykka
+from loguru import logger
+
+from . import coretools, metatools
+from .catalogue import Catalogue
+from .messages import CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, UpstreamError
+from .protocol import jsonrpc, mcp
+
+LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
+                       "resources": "notifications/resources/list_changed",
+                       "prompts": "notifications/prompts/list_changed"}
+_session_ids = itertools.count(1)
+
+
+class _Deferred:
+    """A tools/list that waited for start-up to settle, now due."""
+
+    __slots__ = ("message", "sink")
+
+    def __init__(self, message, sink):
+        self.message, self.sink = message, sink
+
+
+class Session(pykka.ThreadingActor):
+    def __init__(self, runtime, notify=None, key: str | None = None) -> None:
+        super().__init__()
+        self.rt = runtime
+        self.key = key or f"s{next(_session_ids)}"
+        self.notify = notify  # sink for unsolicited messages (list_changed); None = cannot receive
+        self.client_caps: dict = {}
+        self.client_info: dict = {}
+        self.protocol_version = mcp.LATEST
+        self.initialized = False
+        self.mode = runtime.config.serve.mode
+        # client request id → server, so a client's cancellation reaches the right upstream
+        self._inflight: dict[Any, str] = {}
+        self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
+
+    def on_start(self) -> None:
+        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged",))
+
+    def on_stop(self) -> None:
+        self.rt.bus.unsubscribe(self.key)
+        self._cancel_all("client disconnected")
+
+    def _on_event(self, event) -> None:  # runs in the bus greenlet: only a tell
+        try:
+            self.actor_ref.tell(CatalogueUpdated(event.lists, event.version))
+        except pykka.ActorDeadError:
+            pass
+
+    # ---------------------------------------------------------------- dispatch
+
+    def on_receive(self, message):
+        match message:
+            case ClientMessage(message=msg, sink=sink):
+                self._client_message(msg, sink)
+            case _Deferred(message=msg, sink=sink):
+                self._request(msg, sink)
+            case CatalogueUpdated(lists=lists, version=version):
+                self._list_changed(lists, version)
+            case ClientGone(reason=reason):
+                self._cancel_all(reason)
+                self.actor_ref.stop(block=False)
+            case _:
+                logger.warning("session: unknown message {!r}", message)
+
+    def _client_message(self, msg, sink) -> None:
+        if not isinstance(msg, dict):
+            sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
+                               "expected one JSON-RPC object" + (" (batches are not supported)" if isinstance(msg, list) else "")))
+            return
+        method = msg.get("method")
+        if msg.get("jsonrpc") != "2.0" or (method is not None and not isinstance(method, str)):
+            if "id" in msg and method is not None:
+                sink(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST, "not a JSON-RPC 2.0 request"))
+            elif method is not None:
+                pass  # a malformed notification gets no answer, by JSON-RPC's rules
+            else:
+                sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "not a JSON-RPC 2.0 message"))
+            return
+        if method is None:
+            return  # a response from the client: troupe sends it no requests yet
+        if "id" not in msg:
+            self._notification(method, msg.get("params") or {})
+            return
+        if msg["id"] is None or isinstance(msg["id"], (bool, float, dict, list)):
+            sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "request id must be a string or an integer"))
+            return
+        self._request(msg, sink)
+
+    def _notification(self, method: str, params: dict) -> None:
+        if method == "notifications/initialized":
+            self.initialized = True
+        elif method == "notifications/cancelled":
+            rid = params.get("requestId")
+            server = self._inflight.pop(rid, None)
+            ref = self.rt.connection(server) if server else None
+            if ref is not None:
+                ref.tell(CancelForward(self.key, rid, str(params.get("reason") or "cancelled by client")))
+
+    def _request(self, msg: dict, sink) -> None:
+        rid, method = msg["id"], msg["method"]
+        params = msg.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "params must be an object"))
+            return
+        handler = _METHODS.get(method)
+        if handler is None:
+            sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
+            return
+        try:
+            handler(self, rid, params, sink, msg)
+        except Exception as exc:  # a bug answers this request; it must not kill the session
+            logger.exception("session: {} failed", method)
+            sink(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"troupe internal error in {method}: {exc}"))
+
+    # ---------------------------------------------------------------- lifecycle methods
+
+    def _initialize(self, rid, params, sink, msg) -> None:
+        self.client_caps = params.get("capabilities") or {}
+        self.client_info = params.get("clientInfo") or {}
+        self.protocol_version = mcp.negotiate(params.get("protocolVersion"))
+        sink(jsonrpc.result(rid, {
+            "protocolVersion": self.protocol_version,
+            "capabilities": {"tools": {"listChanged": True},
+                             "resources": {"listChanged": True},
+                             "prompts": {"listChanged": True}},
+            "serverInfo": mcp.SERVER_INFO,
+            "instructions": self._instructions()}))
+
+    def _instructions(self) -> str:
+        if self.mode == "meta":
+            return ("troupe aggregates many MCP servers. Find tools with filter_tools or list_tools, read one's "
+                    "schema with describe_tool, then run it with call_tool {name, arguments}.")
+        return "troupe aggregates many MCP servers; tool names are <server>__<tool>."
+
+    def _ping(self, rid, params, sink, msg) -> None:
+        sink(jsonrpc.result(rid, {}))
+
+    # ---------------------------------------------------------------- tools
+
+    def _tools_list(self, rid, params, sink, msg) -> None:
+        if not self.rt.settled.is_set():
+            self._defer(msg, sink)
+            return
+        cat = self.rt.catalogue()
+        self._served_version["tools"] = cat.version
+        tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
+        sink(jsonrpc.result(rid, {"tools": tools + list(coretools.CORE_TOOLS)}))
+
+    def _defer(self, msg, sink) -> None:
+        """Answer once every auto-start server is ready or failed, bounded by startup_wait."""
+        ref, settled, wait = self.actor_ref, self.rt.settled, self.rt.config.serve.startup_wait
+
+        def later():
+            settled.wait(timeout=wait)
+            try:
+                ref.tell(_Deferred(msg, sink))
+            except pykka.ActorDeadError:
+                pass
+        gevent.spawn(later)
+
+    def _tools_call(self, rid, params, sink, msg) -> None:
+        name, args = params.get("name"), params.get("arguments")
+        if args is None:
+            args = {}
+        if not isinstance(name, str):
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "tools/call needs a tool name"))
+            return
+        if not isinstance(args, dict):
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
+            return
+        if name in coretools.CORE_NAMES:
+            rt = self.rt
+            gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt))))
+            return
+        cat = self.rt.catalogue()
+        if self.mode == "meta" and name in metatools.META_NAMES:
+            self._meta(rid, name, args, params, sink, cat)
+            return
+        entry = cat.tool(name) if self.mode == "flat" else None
+        if entry is None and not self.rt.settled.is_set():
+            self._defer(msg, sink)  # its server may still be starting
+            return
+        if entry is None:
+            hint = "list_tools or filter_tools" if self.mode == "meta" else "tools/list"
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} (see {hint})"))
+            return
+        self._call(rid, entry, args, params, sink)
+
+    def _call(self, rid, entry, args, params, sink) -> None:
+        upstream = {"name": entry.original, "arguments": args}
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if isinstance(meta, dict):
+            upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
+        self._forward(rid, entry.server, "tools/call", upstream, sink, _tool_outcome, token)
+
+    def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None) -> None:
+        """Send to the owning connection; `shape(outcome, server_status)` builds the answer."""
+        ref, status = self.rt.connection_or_status(server)
+        if ref is None:
+            sink(shape(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server)))
+            return
+        inflight = self._inflight
+        inflight[rid] = server
+
+        def on_reply(outcome) -> None:  # runs in the connection's greenlet
+            inflight.pop(rid, None)
+            sink(shape(rid, outcome))
+
+        on_progress = None
+        if progress_token is not None:
+            def on_progress(p, token=progress_token):
+                out = {"progressToken": token, "progress": p.get("progress", 0)}
+                for key in ("total", "message"):
+                    if key in p:
+                        out[key] = p[key]
+                sink(jsonrpc.notification("notifications/progress", out))
+        ref.tell(Forward(method, params, on_reply, on_progress=on_progress, origin=self.key, origin_request=rid))
+
+    def _meta(self, rid, name, args, params, sink, cat: Catalogue) -> None:
+        try:
+            if name == "call_tool":
+                target = args.get("name")
+                inner = args.get("arguments")
+                if not isinstance(target, str) or not target:
+                    raise metatools.MetaError("call_tool needs 'name' (a qualified tool name from list_tools)")
+                if inner is None:
+                    inner = {}
+                if not isinstance(inner, dict):
+                    raise metatools.MetaError(f"'arguments' for {target} must be an object")
+                entry = cat.tool(target)
+                if entry is None:
+                    raise metatools.MetaError(f"unknown tool {target!r}; use filter_tools or list_tools to find names")
+                self._call(rid, entry, inner, params, sink)
+            elif name == "get_resource":
+                uri = metatools._required_str(args, "uri")
+                owner = cat.resource_owner(uri)
+                if owner is None:
+                    raise metatools.MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
+                self._forward(rid, owner[0], "resources/read", {"uri": owner[1]}, sink, _resource_as_tool)
+            elif name == "get_prompt":
+                pname = metatools._required_str(args, "name")
+                entry = cat.prompt(pname)
+                if entry is None:
+                    raise metatools.MetaError(f"unknown prompt {pname!r}; use list_prompts to find names")
+                pargs = args.get("arguments") or {}
+                self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
+                              sink, _prompt_as_tool)
+            else:
+                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, coretools.CORE_TOOLS)))
+        except metatools.MetaError as exc:
+            sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
+
+    # ---------------------------------------------------------------- resources and prompts
+
+    def _resources_list(self, rid, params, sink, msg) -> None:
+        cat = self.rt.catalogue()
+        self._served_version["resources"] = cat.version
+        sink(jsonrpc.result(rid, {"resources": [dict(r.definition) for r in cat.resources]}))
+
+    def _templates_list(self, rid, params, sink, msg) -> None:
+        cat = self.rt.catalogue()
+        sink(jsonrpc.result(rid, {"resourceTemplates": [dict(t.definition) for t in cat.templates]}))
+
+    def _resources_read(self, rid, params, sink, msg) -> None:
+        uri = params.get("uri")
+        owner = self.rt.catalogue().resource_owner(uri) if isinstance(uri, str) else None
+        if owner is None:
+            sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
+            return
+        server, original = owner
+        self._forward(rid, server, "resources/read", {**params, "uri": original}, sink,
+                      _passthrough(lambda r: _restore_uris(r, original, uri)))
+
+    def _prompts_list(self, rid, params, sink, msg) -> None:
+        cat = self.rt.catalogue()
+        self._served_version["prompts"] = cat.version
+        sink(jsonrpc.result(rid, {"prompts": [dict(p.definition) for p in cat.prompts]}))
+
+    def _prompts_get(self, rid, params, sink, msg) -> None:
+        name = params.get("name")
+        entry = self.rt.catalogue().prompt(name) if isinstance(name, str) else None
+        if entry is None:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown prompt: {name}"))
+            return
+        self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, _passthrough())
+
+    def _discover(self, rid, params, sink, msg) -> None:
+        # The stateless 2026-07-28 era is not served yet: clients fall back to initialize.
+        sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, "method not found: server/discover"))
+
+    # ---------------------------------------------------------------- notifications out
+
+    def _list_changed(self, lists, version: int) -> None:
+        if self.notify is None or not self.initialized:
+            return
+        for kind in ("tools", "resources", "prompts"):
+            if kind not in lists or (kind == "tools" and self.mode == "meta"):
+                continue  # meta mode's tool list never changes
+            if self._served_version[kind] >= version:
+                continue  # this client already saw that catalogue
+            self.notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))
+
+    def _cancel_all(self, reason: str) -> None:
+        servers = set(self._inflight.values())
+        self._inflight.clear()
+        for server in servers:
+            ref = self.rt.connection(server)
+            if ref is not None:
+                try:
+                    ref.tell(CancelForward(self.key, None, reason))
+                except pykka.ActorDeadError:
+                    pass
+
+
+# ---------------------------------------------------------------- answer shapes
+
+
+def _tool_outcome(rid, outcome) -> dict:
+    """A backend result unchanged; a failure becomes an isError result naming the server."""
+    if isinstance(outcome, UpstreamError):
+        return jsonrpc.result(rid, metatools.text_result(_failure_text(outcome), is_error=True))
+    return jsonrpc.result(rid, outcome)
+
+
+def _failure_text(err: UpstreamError) -> str:
+    if err.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
+        return err.message
+    return f"server {err.server} returned error {err.code}: {err.message}"
+
+
+def _passthrough(transform=None):
+    def shape(rid, outcome) -> dict:
+        if isinstance(outcome, UpstreamError):
+            if outcome.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
+                return jsonrpc.error(rid, outcome.code, outcome.message, {"server": outcome.server})
+            return jsonrpc.error(rid, outcome.code, outcome.message, outcome.data)
+        return jsonrpc.result(rid, transform(outcome) if transform else outcome)
+    return shape
+
+
+def _restore_uris(result: dict, original: str, exposed: str) -> dict:
+    if original == exposed:
+        return result
+    contents = [{**c, "uri": exposed} if isinstance(c, dict) and c.get("uri") == original else c
+                for c in result.get("contents") or ()]
+    return {**result, "contents": contents}
+
+
+def _resource_as_tool(rid, outcome) -> dict:
+    if isinstance(outcome, UpstreamError):
+        return _tool_outcome(rid, outcome)
+    content = [{"type": "resource", "resource": c} for c in outcome.get("contents") or () if isinstance(c, dict)]
+    return jsonrpc.result(rid, {"content": content})
+
+
+def _prompt_as_tool(rid, outcome) -> dict:
+    if isinstance(outcome, UpstreamError):
+        return _tool_outcome(rid, outcome)
+    return jsonrpc.result(rid, metatools.text_result(outcome))
+
+
+_METHODS = {
+    "initialize": Session._initialize,
+    "ping": Session._ping,
+    "tools/list": Session._tools_list,
+    "tools/call": Session._tools_call,
+    "resources/list": Session._resources_list,
+    "resources/templates/list": Session._templates_list,
+    "resources/read": Session._resources_read,
+    "prompts/list": Session._prompts_list,
+    "prompts/get": Session._prompts_get,
+    "server/discover": Session._discover,
+}

@@ -1,0 +1,315 @@
+"""Supervisor actor: starts one Connection per server, restarts with backoff, reports status."""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+import pykka
+from loguru import logger
+
+from . import __version__
+from .bus import BusClient
+from .config import ServerConfig
+from .connection import Connection, make_transport
+from .events import CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted, ServerStateChanged, StartupSettled
+from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
+                       ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
+from .policy import PERMANENT, TEMPORARY, ChildSpec, Policy
+from .stats import ServerStats
+
+STARTING, READY, DEGRADED, BACKOFF, FAILED, STOPPED = "starting", "ready", "degraded", "backoff", "failed", "stopped"
+CALLABLE_STATES = (READY, DEGRADED)
+STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
+
+
+@dataclass
+class Child:
+    """The supervisor's record of one server; sessions read it (never write)."""
+
+    spec: ChildSpec
+    policy: Policy
+    stats: ServerStats = field(default_factory=ServerStats)
+    state: str = STOPPED
+    since: float = field(default_factory=time.time)
+    reason: str = ""
+    ref: pykka.ActorRef | None = None
+    generation: int = 0
+    restarts: int = 0
+    failures: deque = field(default_factory=deque)
+    ready_at: float | None = None
+    timer: gevent.Greenlet | None = None
+    timer_id: int = 0
+    counts: tuple = (0, 0, 0)
+    server_info: dict | None = None
+    endpoint: dict | None = None
+    settled: bool = False  # its first start attempt has ended (ready or failed)
+
+    @property
+    def config(self) -> ServerConfig:
+        return self.spec.config
+
+    @property
+    def callable(self) -> bool:
+        return self.state in CALLABLE_STATES and self.ref is not None
+
+
+class Supervisor(pykka.ThreadingActor):
+    def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
+                 mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
+                 directory: dict | None = None, settled: gevent.event.Event | None = None) -> None:
+        super().__init__()
+        self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
+        self.transport_factory = transport_factory
+        self.client_capabilities = client_capabilities
+        # shared read-only with sessions (the directory): resolving a server costs no hop
+        self.children: dict[str, Child] = directory if directory is not None else {}
+        self.started_at = time.time()
+        self.url: str | None = None
+        self.settled = settled if settled is not None else gevent.event.Event()
+        self._initial = tuple(servers)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def on_start(self) -> None:
+        for config in self._initial:
+            self._add(config)
+        self._check_settled()
+
+    def on_stop(self) -> None:
+        futures = []
+        for child in reversed(list(self.children.values())):  # reverse of start order
+            self._cancel_timer(child)
+            if child.ref is not None:
+                futures.append(child.ref.stop(block=False))
+                child.ref = None
+        if futures:
+            try:
+                pykka.get_all(futures, timeout=STOP_TIMEOUT)
+            except Exception as exc:  # a stuck connection must not stop the rest from going
+                logger.warning("some connections did not stop in {}s: {}", STOP_TIMEOUT, exc)
+
+    # ---------------------------------------------------------------- dispatch
+
+    def on_receive(self, message):
+        match message:
+            case ConnectionReady():
+                self._on_ready(message)
+            case ConnectionFailed():
+                self._on_failed(message)
+            case ConnectionCounts(server=name, generation=gen):
+                child = self._current(name, gen)
+                if child:
+                    child.counts = (message.tools, message.resources, message.prompts)
+            case ConnectionDegraded(server=name, generation=gen, ok=ok, reason=reason):
+                child = self._current(name, gen)
+                if child and child.state in CALLABLE_STATES:
+                    self._set_state(child, READY if ok else DEGRADED, reason)
+            case RestartDue(server=name, attempt_id=attempt):
+                child = self.children.get(name)
+                if child and child.timer_id == attempt and child.state in (BACKOFF, FAILED):
+                    child.timer = None
+                    self._spawn(child)
+            case GetStatus(reply=reply):
+                reply.set(self.status())
+            case ControlServer():
+                self._control(message)
+            case ApplyServers():
+                self._apply(message)
+            case SetUrl(url=url):
+                self.url = url
+            case _:
+                logger.warning("supervisor: unknown message {!r}", message)
+
+    # ---------------------------------------------------------------- children
+
+    def _add(self, config: ServerConfig) -> Child:
+        child = Child(ChildSpec(config.name, config), self.policy.overridden(config))
+        self.children[config.name] = child
+        if not config.enabled:
+            child.reason, child.settled = "disabled in config", True
+        elif not config.auto_start:
+            child.reason, child.settled = "auto_start is off", True
+        else:
+            self._spawn(child)
+        return child
+
+    def _spawn(self, child: Child) -> None:
+        child.generation += 1
+        self._set_state(child, STARTING, "connecting")
+        child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry, child.stats,
+                                     transport_factory=self.transport_factory,
+                                     client_capabilities=self.client_capabilities)
+
+    def _stop_child(self, child: Child, reason: str, state: str = STOPPED) -> None:
+        self._cancel_timer(child)
+        if child.ref is not None:
+            child.ref.stop(block=False)
+            child.ref = None
+        self.registry.tell(DropServer(child.config.name))
+        self._set_state(child, state, reason)
+
+    def _current(self, name: str, generation: int) -> Child | None:
+        child = self.children.get(name)
+        return child if child is not None and child.generation == generation and child.ref is not None else None
+
+    def _on_ready(self, msg: ConnectionReady) -> None:
+        child = self._current(msg.server, msg.generation)
+        if child is None:
+            return
+        child.counts = (msg.tools, msg.resources, msg.prompts)
+        child.server_info, child.endpoint = msg.server_info, msg.endpoint
+        child.ready_at = time.time()
+        child.settled = True
+        self._set_state(child, READY, "")
+        self.bus.publish(ServerConnected(child.config.name, tools=msg.tools))
+        self._check_settled()
+
+    def _on_failed(self, msg: ConnectionFailed) -> None:
+        child = self._current(msg.server, msg.generation)
+        if child is None:
+            return
+        now = time.time()
+        was_up = child.state in CALLABLE_STATES
+        child.ref.stop(block=False)
+        child.ref = None
+        self.registry.tell(DropServer(child.config.name))
+        if was_up:
+            self.bus.publish(ServerDisconnected(child.config.name, msg.reason))
+        if child.ready_at and now - child.ready_at >= child.policy.reset_after:
+            child.failures.clear()  # it ran long enough: start the backoff ladder again
+        child.ready_at = None
+        child.failures.append(now)
+        while child.failures and now - child.failures[0] > child.policy.period:
+            child.failures.popleft()
+        child.settled = True
+        if child.spec.restart == TEMPORARY:
+            self._set_state(child, FAILED, msg.reason)
+        elif len(child.failures) > child.policy.intensity:
+            self._set_state(child, FAILED, f"circuit open after {len(child.failures)} failures in "
+                                           f"{child.policy.period:g}s; last: {msg.reason}")
+            self.bus.publish(CircuitOpened(child.config.name, len(child.failures), msg.reason))
+            self._schedule(child, child.policy.cooldown)
+        else:
+            delay = child.policy.backoff(len(child.failures))
+            self._set_state(child, BACKOFF, f"{msg.reason}; restarting in {delay:.2f}s")
+            child.restarts += 1
+            self.bus.publish(ServerRestarted(child.config.name, child.restarts, round(delay, 3)))
+            self._schedule(child, delay)
+        self._check_settled()
+
+    def _schedule(self, child: Child, delay: float) -> None:
+        self._cancel_timer(child)
+        child.timer_id += 1
+        child.timer = gevent.spawn_later(delay, self._tell, RestartDue(child.config.name, child.timer_id))
+
+    def _cancel_timer(self, child: Child) -> None:
+        if child.timer is not None:
+            child.timer.kill(block=False)
+            child.timer = None
+
+    def _tell(self, message) -> None:
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            pass
+
+    def _set_state(self, child: Child, state: str, reason: str) -> None:
+        old = child.state
+        if old == state and child.reason == reason:
+            return
+        child.state, child.reason = state, reason
+        if old != state:
+            child.since = time.time()
+            logger.bind(server=child.config.name).info("{} → {}{}", old, state, f" ({reason})" if reason else "")
+        self.bus.publish(ServerStateChanged(child.config.name, old, state, reason))
+
+    def _check_settled(self) -> None:
+        if not self.settled.is_set() and all(c.settled for c in self.children.values()):
+            self.settled.set()
+            self.bus.publish(StartupSettled())
+
+    # ---------------------------------------------------------------- control
+
+    def _control(self, msg: ControlServer) -> None:
+        child = self.children.get(msg.server)
+        if child is None:
+            msg.reply.set_exception(KeyError(f"unknown server {msg.server!r}"))
+            return
+        action = msg.action
+        if action in ("restart", "start", "enable"):
+            if action == "enable" or not child.config.enabled:
+                from dataclasses import replace
+                child.spec = replace(child.spec, config=replace(child.config, enabled=True))
+            self._stop_child(child, f"{action} requested", STOPPED)
+            child.failures.clear()
+            if action == "restart":
+                child.restarts += 1
+            self._spawn(child)
+        elif action in ("stop", "disable"):
+            if action == "disable":
+                from dataclasses import replace
+                child.spec = replace(child.spec, config=replace(child.config, enabled=False))
+            self._stop_child(child, f"{action} requested")
+        else:
+            msg.reply.set_exception(ValueError(f"unknown action {action!r}"))
+            return
+        msg.reply.set(self.server_status(child))
+
+    def _apply(self, msg: ApplyServers) -> None:
+        """Reconcile: start new, stop removed (of this source), restart changed; keep the rest."""
+        wanted = {s.name: s for s in msg.servers}
+        added, removed, changed = [], [], []
+        for name, child in list(self.children.items()):
+            if child.config.source != msg.source:
+                continue
+            if name not in wanted:
+                self._stop_child(child, "removed from " + msg.source)
+                del self.children[name]
+                removed.append(name)
+            elif wanted[name] != child.config:
+                self._stop_child(child, "config changed")
+                del self.children[name]
+                self._add(wanted[name])
+                changed.append(name)
+        for name, config in wanted.items():
+            if name not in self.children:
+                self._add(config)
+                added.append(name)
+        self._check_settled()
+        if msg.reply is not None:
+            msg.reply.set({"added": added, "removed": removed, "changed": changed})
+
+    # ---------------------------------------------------------------- status
+
+    def server_status(self, child: Child) -> dict:
+        config = child.config
+        tools, resources, prompts = child.counts
+        out = {"name": config.name, "state": child.state, "since": child.since, "reason": child.reason,
+               "transport": config.transport, "source": config.source, "enabled": config.enabled,
+               "auto_start": config.auto_start, "restarts": child.restarts,
+               "last_error": child.reason if child.state in (BACKOFF, FAILED, DEGRADED) else None,
+               "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
+               "prompts": prompts if child.callable else 0, "in_flight": child.stats.in_flight,
+               "pid": None, "url": config.http.url if config.http else None,
+               "launch": config.launch_facts(), "server_info": child.server_info}
+        if child.callable and child.endpoint:
+            out["pid"] = child.endpoint.get("pid")
+        out.update(child.stats.summary())
+        return out
+
+    def status(self) -> StatusReport:
+        ready = all(c.settled for c in self.children.values())
+        return StatusReport(ready=ready, uptime_s=time.time() - self.started_at, started_at=self.started_at,
+                            url=self.url, mode=self.mode,
+                            servers=tuple(self.server_status(c) for c in self.children.values()),
+                            version=__version__)
+
+
+@dataclass(frozen=True, slots=True)
+class SetUrl:
+    """Told by the HTTP server once it listens, so the status report carries the URL."""
+
+    url: str

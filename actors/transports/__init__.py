@@ -1,0 +1,1 @@
+"""Client-side transports: how troupe reaches upstream MCP servers."""

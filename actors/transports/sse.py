@@ -1,0 +1,398 @@
+"""SSE stream reading shared by the HTTP transports, and the legacy HTTP+SSE transport."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import gevent
+import gevent.event
+import gevent.pool
+import gevent.queue
+import orjson
+import requests
+import sseclient
+from loguru import logger
+
+from actors.protocol import jsonrpc
+from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+# sseclient's default reader iterates the response, and urllib3 fills a whole
+# chunk before yielding: small events arrived 200-600 ms late. read1 hands over
+# whatever bytes are already there.
+READ_CHUNK = 65536
+SSE_MEDIA_TYPE = "text/event-stream"
+JSON_MEDIA_TYPE = "application/json"
+# A POSTed message is acknowledged at once (202); a peer silent this long is gone.
+POST_READ_TIMEOUT = 30.0
+# How much of a failed response's body we read to quote the server's reason.
+ERROR_BODY_LIMIT = 4096
+ERROR_SNIPPET = 200
+# close() gives readers this long to notice their shut-down socket, then kills
+# whatever is left (a POST still waiting for its headers has no socket we can reach).
+CLOSE_GRACE = 0.3
+CLOSE_KILL_TIMEOUT = 0.3
+# Reconnect delays when the server gave no `retry`; a server's `retry` is capped
+# so a hostile value cannot park a reader for hours.
+BACKOFF_MIN = 0.2
+BACKOFF_MAX = 5.0
+MAX_RETRY_DELAY = 60.0
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# on_closed's reason when the owner itself called close() (as stdio says it).
+CLOSED_BY_OWNER = "closed by troupe"
+
+
+def safe_url(url: str) -> str:
+    """The URL without userinfo, query or fragment: safe for logs and status."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+
+
+def media_type(resp: requests.Response) -> str:
+    return resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+
+
+def backoff(attempt: int) -> float:
+    return min(BACKOFF_MAX, BACKOFF_MIN * 2 ** max(0, attempt - 1))
+
+
+def describe_exc(exc: BaseException) -> str:
+    """Name a request failure without quoting requests' message, which repeats the
+    URL with its query string (where a token may live)."""
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"{type(exc).__name__} ({cause.strerror})"
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "reason", None)
+        if not isinstance(cause, BaseException):
+            break
+    return type(exc).__name__
+
+
+def error_detail(resp: requests.Response) -> str:
+    """`HTTP 400 Bad Request: <the server's JSON-RPC error message>`, body bounded."""
+    detail = f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()
+    try:
+        body = resp.raw.read(ERROR_BODY_LIMIT, decode_content=True)
+        error = orjson.loads(body).get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            detail += f": {error['message'][:ERROR_SNIPPET]}"
+    except Exception:  # an HTML page, a broken body: the status line says enough
+        pass
+    return detail
+
+
+def request_failed(name: str, request_id: Any, detail: str, status: int | None = None) -> dict:
+    """The synthetic answer for a request the server will never answer."""
+    data = {"httpStatus": status} if status else None
+    return jsonrpc.error(request_id, jsonrpc.SERVER_UNAVAILABLE, f"{name}: {detail}", data)
+
+
+def parse_payload(data: bytes | str) -> list:
+    """JSON text → messages (a list is a batch); what is not a message becomes garbage."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return [TransportGarbage(f"invalid JSON: {exc}")]
+    items = value if isinstance(value, list) else [value]
+    return [m if isinstance(m, dict) else TransportGarbage("not a JSON-RPC object") for m in items]
+
+
+def sse_events(resp: requests.Response) -> Iterator[sseclient.Event]:
+    """Parsed events of a streamed response, each as soon as its bytes arrive."""
+    raw = resp.raw
+
+    def chunks() -> Iterator[bytes]:
+        while True:
+            chunk = raw.read1(READ_CHUNK, decode_content=True)
+            if not chunk:
+                return
+            yield chunk
+
+    return sseclient.SSEClient(chunks()).events()
+
+
+def shutdown_response(resp: requests.Response) -> None:
+    """Wake a reader blocked on resp from another greenlet.
+
+    urllib3 >= 2.3 keeps the socket's shutdown method for exactly this:
+    HTTPResponse.shutdown() does sock.shutdown(SHUT_RD), so the blocked recv
+    returns EOF and the reader leaves its loop; resp.close() then closes the
+    socket. It raises once the connection went back to the pool (nothing is
+    blocked on it then), so a pooled connection in use elsewhere is never hit.
+    """
+    try:
+        resp.raw.shutdown()
+    except (ValueError, RuntimeError, OSError, AttributeError):
+        pass
+
+
+@dataclass(slots=True)
+class StreamCursor:
+    """Where an SSE stream stood: what to resume from and when."""
+
+    last_event_id: str | None = None
+    retry: float | None = None
+
+    def note(self, event: sseclient.Event) -> None:
+        if event.id is not None:
+            # An empty id resets the last event id, as in the EventSource spec.
+            self.last_event_id = event.id or None
+        if event.retry and str(event.retry).isdigit():
+            self.retry = min(MAX_RETRY_DELAY, int(event.retry) / 1000)
+
+    def delay(self, attempt: int) -> float:
+        return self.retry if self.retry is not None else backoff(attempt)
+
+
+class HttpTransportBase:
+    """What both HTTP transports share: one requests.Session, an ordered outbox,
+    callbacks guarded against late calls, reader bookkeeping and a bounded close."""
+
+    def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+        parts = urlsplit(url)
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            raise TransportError(f"{name}: not an http(s) URL: {safe_url(url)}")
+        self.name = name
+        self.url = url
+        self._headers = dict(headers)
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._connect_timeout = connect_timeout
+        self._log = log.bind(server=name)
+        self._http = requests.Session()
+        self._greenlets = gevent.pool.Group()
+        self._streams: set[requests.Response] = set()
+        self._outbox: gevent.queue.Queue = gevent.queue.Queue()
+        self._writer: gevent.Greenlet | None = None
+        self._closing = False
+        self._gone: str | None = None
+
+    def send(self, message: dict) -> None:
+        if self._closing:
+            raise TransportError(f"{self.name}: transport closed")
+        if self._gone:
+            raise TransportError(f"{self.name}: {self._gone}")
+        # One writer keeps messages in order (initialized before the next request);
+        # what may take long (a request's answer) runs in its own greenlet.
+        if self._writer is None:
+            self._writer = self._greenlets.spawn(self._write_loop)
+        self._outbox.put(message)
+
+    def describe(self) -> dict:
+        return {"url": safe_url(self.url)}
+
+    def close(self) -> None:
+        self._release()
+        # Same contract as the stdio transport: on_closed exactly once, also when
+        # the owner closed us, so the owner has one place where a link ends.
+        self._closing_reported()
+
+    def _release(self) -> None:
+        """Stop every greenlet, close every response and the session; idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        me = gevent.getcurrent()
+        if self._writer is not None and self._writer is not me:
+            self._writer.kill(block=False)
+        for resp in list(self._streams):
+            shutdown_response(resp)
+        others = [g for g in self._greenlets if g is not me]
+        gevent.joinall(others, timeout=CLOSE_GRACE)
+        gevent.killall([g for g in others if not g.dead], block=True, timeout=CLOSE_KILL_TIMEOUT)
+        for resp in list(self._streams):
+            resp.close()
+        self._streams.clear()
+        self._end_session()
+        self._http.close()
+
+    # -- for subclasses ---------------------------------------------------------
+
+    def _dispatch(self, message: dict) -> None:
+        raise NotImplementedError
+
+    def _end_session(self) -> None:
+        """Tell the server we are done, if the transport has a way to."""
+
+    def _write_loop(self) -> None:
+        while True:
+            message = self._outbox.get()
+            try:
+                self._dispatch(message)
+            except Exception as exc:  # the writer must outlive one bad message
+                self._log.opt(exception=exc).error("sending {} failed", _label(message))
+                self._fail(message, f"could not send: {type(exc).__name__}")
+
+    def _deliver(self, message: Any) -> None:
+        if self._closing:  # the owner let go of us; it answers its pending requests itself
+            return
+        try:
+            self._on_message(message)
+        except Exception as exc:
+            self._log.opt(exception=exc).error("on_message callback failed")
+
+    def _report_closed(self, reason: str) -> None:
+        """The link is gone (session expired, stream lost): on_closed, once."""
+        if self._closing or self._gone:
+            return  # after close() began, close() reports
+        self._gone = reason
+        self._log.warning("transport lost: {}", reason)
+        self._call_on_closed(reason)
+
+    def _closing_reported(self) -> None:
+        if not self._gone:
+            self._gone = CLOSED_BY_OWNER
+            self._call_on_closed(CLOSED_BY_OWNER)
+
+    def _call_on_closed(self, reason: str) -> None:
+        try:
+            self._on_closed(reason)
+        except Exception as exc:
+            self._log.opt(exception=exc).error("on_closed callback failed")
+
+    def _fail(self, message: dict, detail: str, status: int | None = None) -> None:
+        """A request gets exactly one answer even when HTTP failed; the rest is logged."""
+        if jsonrpc.is_request(message):
+            self._deliver(request_failed(self.name, message["id"], detail, status))
+        else:
+            self._log.warning("{} not delivered: {}", _label(message), detail)
+
+    @contextmanager
+    def _tracked(self, resp: requests.Response):
+        """Keep resp where close() can shut it down; close it whatever happens."""
+        self._streams.add(resp)
+        try:
+            yield resp
+        finally:
+            self._streams.discard(resp)
+            resp.close()
+
+
+def _label(message: dict) -> str:
+    return str(message.get("method") or "response")
+
+
+class SseTransport(HttpTransportBase):
+    """Legacy HTTP+SSE (2024-11-05): GET an event stream, POST to its `endpoint`.
+
+    Losing the stream loses the server's session (a new stream brings a new
+    endpoint that needs a fresh initialize), so a lost stream is final here:
+    on_closed fires once and the owner reconnects with its own backoff.
+    """
+
+    def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+        super().__init__(name, url, headers, on_message, on_closed,
+                         connect_timeout=connect_timeout, log=log)
+        self._endpoint: str | None = None
+        self._ready = gevent.event.AsyncResult()
+        self._opened = False
+
+    def open(self) -> None:
+        if self._opened or self._closing:
+            raise TransportError(f"{self.name}: open() called twice")
+        self._opened = True
+        self._greenlets.spawn(self._read_stream)
+        try:
+            self._endpoint = self._ready.get(timeout=self._connect_timeout)
+        except gevent.Timeout:
+            self._release()
+            raise TransportError(
+                f"{self.name}: no endpoint event from {safe_url(self.url)} "
+                f"within {self._connect_timeout:g}s") from None
+        except TransportError:
+            self._release()
+            raise
+        self._log.debug("SSE session open, posting to {}", safe_url(self._endpoint))
+
+    def send(self, message: dict) -> None:
+        if self._endpoint is None and not self._closing:
+            raise TransportError(f"{self.name}: not open")
+        super().send(message)
+
+    def set_protocol_version(self, version: str) -> None:
+        # The 2024-11-05 transport has no version header; nothing to do.
+        pass
+
+    def _read_stream(self) -> None:
+        headers = {**self._headers, "Accept": SSE_MEDIA_TYPE, "Cache-Control": "no-cache"}
+        try:
+            # No read timeout: the stream may be silent for as long as the server likes.
+            resp = self._http.get(self.url, headers=headers, stream=True,
+                                  timeout=(self._connect_timeout, None))
+        except requests.RequestException as exc:
+            self._ready.set_exception(TransportError(
+                f"{self.name}: cannot reach {safe_url(self.url)}: {describe_exc(exc)}"))
+            return
+        with self._tracked(resp):
+            if resp.status_code != 200 or media_type(resp) != SSE_MEDIA_TYPE:
+                self._ready.set_exception(TransportError(
+                    f"{self.name}: GET {safe_url(self.url)}: {error_detail(resp)} "
+                    f"({media_type(resp) or 'no content type'})"))
+                return
+            reason = self._pump(resp)
+        if self._ready.successful():
+            self._report_closed(f"sse stream lost ({reason})")
+        elif not self._ready.ready():
+            self._ready.set_exception(TransportError(f"{self.name}: stream {reason} before the endpoint event"))
+
+    def _pump(self, resp: requests.Response) -> str:
+        try:
+            for event in sse_events(resp):
+                if event.event == "endpoint":
+                    if self._ready.ready():
+                        self._log.warning("ignoring a second endpoint event")
+                    else:
+                        self._ready.set(self._resolve_endpoint(event.data))
+                elif event.event == "message" and event.data:
+                    for message in parse_payload(event.data):
+                        self._deliver(message)
+                else:
+                    self._log.debug("ignoring SSE event {!r}", event.event)
+        except TransportError as exc:
+            self._ready.set_exception(exc)
+            return "rejected"
+        except Exception as exc:  # urllib3 ProtocolError and friends when the link breaks
+            return f"broken: {describe_exc(exc)}"
+        return "ended by the server"
+
+    def _resolve_endpoint(self, data: str) -> str:
+        endpoint = urljoin(self.url, data.strip())
+        # Posting our messages (and headers) to another origin would hand them to
+        # whoever controls the stream's content: refuse.
+        if origin(endpoint) != origin(self.url):
+            raise TransportError(
+                f"{self.name}: endpoint on another origin rejected: {safe_url(endpoint)}")
+        return endpoint
+
+    def _dispatch(self, message: dict) -> None:
+        headers = {**self._headers, "Content-Type": JSON_MEDIA_TYPE}
+        try:
+            resp = self._http.post(self._endpoint, data=jsonrpc.encode(message), headers=headers,
+                                   stream=True, timeout=(self._connect_timeout, POST_READ_TIMEOUT))
+        except requests.RequestException as exc:
+            self._fail(message, f"POST {safe_url(self._endpoint)} failed: {describe_exc(exc)}")
+            return
+        with self._tracked(resp):
+            if resp.status_code >= 300:
+                self._fail(message, error_detail(resp), resp.status_code)
+            else:
+                _ = resp.content  # read the short "Accepted" body so the connection is reused
