@@ -41,6 +41,7 @@ class Session(pykka.ThreadingActor):
         self.mode = runtime.config.serve.mode
         # client request id → server, so a client's cancellation reaches the right upstream
         self._inflight: dict[Any, str] = {}
+        self._after_wait = False
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
@@ -63,7 +64,11 @@ class Session(pykka.ThreadingActor):
             case ClientMessage(message=msg, sink=sink):
                 self._client_message(msg, sink)
             case _Deferred(message=msg, sink=sink):
-                self._request(msg, sink)
+                self._after_wait = True  # start-up wait is over (settled or timed out): answer now
+                try:
+                    self._request(msg, sink)
+                finally:
+                    self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
                 self._list_changed(lists, version)
             case ClientGone(reason=reason):
@@ -150,13 +155,16 @@ class Session(pykka.ThreadingActor):
     # ---------------------------------------------------------------- tools
 
     def _tools_list(self, rid, params, sink, msg) -> None:
-        if not self.rt.settled.is_set():
+        if self._starting_up():
             self._defer(msg, sink)
             return
         cat = self.rt.catalogue()
         self._served_version["tools"] = cat.version
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
         sink(jsonrpc.result(rid, {"tools": tools + list(coretools.CORE_TOOLS)}))
+
+    def _starting_up(self) -> bool:
+        return not self._after_wait and not self.rt.settled.is_set()
 
     def _defer(self, msg, sink) -> None:
         """Answer once every auto-start server is ready or failed, bounded by startup_wait."""
@@ -186,10 +194,10 @@ class Session(pykka.ThreadingActor):
             return
         cat = self.rt.catalogue()
         if self.mode == "meta" and name in metatools.META_NAMES:
-            self._meta(rid, name, args, params, sink, cat)
+            self._meta(rid, name, args, params, sink, cat, msg)
             return
         entry = cat.tool(name) if self.mode == "flat" else None
-        if entry is None and not self.rt.settled.is_set():
+        if entry is None and self._starting_up():
             self._defer(msg, sink)  # its server may still be starting
             return
         if entry is None:
@@ -229,7 +237,7 @@ class Session(pykka.ThreadingActor):
                 sink(jsonrpc.notification("notifications/progress", out))
         ref.tell(Forward(method, params, on_reply, on_progress=on_progress, origin=self.key, origin_request=rid))
 
-    def _meta(self, rid, name, args, params, sink, cat: Catalogue) -> None:
+    def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
         try:
             if name == "call_tool":
                 target = args.get("name")
@@ -241,6 +249,9 @@ class Session(pykka.ThreadingActor):
                 if not isinstance(inner, dict):
                     raise metatools.MetaError(f"'arguments' for {target} must be an object")
                 entry = cat.tool(target)
+                if entry is None and self._starting_up():
+                    self._defer(msg, sink)  # its server may still be starting
+                    return
                 if entry is None:
                     raise metatools.MetaError(f"unknown tool {target!r}; use filter_tools or list_tools to find names")
                 self._call(rid, entry, inner, params, sink)

@@ -143,12 +143,14 @@ class Supervisor(pykka.ThreadingActor):
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities)
 
-    def _stop_child(self, child: Child, reason: str, state: str = STOPPED) -> None:
+    def _stop_child(self, child: Child, reason: str, state: str = STOPPED, forget: bool = False) -> None:
+        """Stop its connection; `forget` also takes its tools out of the catalogue (removal)."""
         self._cancel_timer(child)
         if child.ref is not None:
             child.ref.stop(block=False)
             child.ref = None
-        self.registry.tell(DropServer(child.config.name))
+        if forget:
+            self.registry.tell(DropServer(child.config.name))
         self._set_state(child, state, reason)
 
     def _current(self, name: str, generation: int) -> Child | None:
@@ -175,7 +177,8 @@ class Supervisor(pykka.ThreadingActor):
         was_up = child.state in CALLABLE_STATES
         child.ref.stop(block=False)
         child.ref = None
-        self.registry.tell(DropServer(child.config.name))
+        # Its tools stay listed: a call while it restarts gets an error naming it and its
+        # state (the model can act on that), and clients see no list churn on restarts.
         if was_up:
             self.bus.publish(ServerDisconnected(child.config.name, msg.reason))
         if child.ready_at and now - child.ready_at >= child.policy.reset_after:
@@ -266,7 +269,7 @@ class Supervisor(pykka.ThreadingActor):
             if child.config.source != msg.source:
                 continue
             if name not in wanted:
-                self._stop_child(child, "removed from " + msg.source)
+                self._stop_child(child, "removed from " + msg.source, forget=True)
                 del self.children[name]
                 removed.append(name)
             elif wanted[name] != child.config:

@@ -62,4 +62,6 @@ def error(id_: Any, code: int, message: str, data: Any = None) -> dict:
     err = {"code": code, "message": message}
     if data is not None:
         err["data"] = data
+    if id_ is None:  # the request's id could not be read: MCP omits it rather than send null
+        return {"jsonrpc": "2.0", "error": err}
     return {"jsonrpc": "2.0", "id": id_, "error": err}

@@ -143,7 +143,9 @@ class PathProbeProvider(ProviderActor):
                 code, out = run_help(cand.path, self._timeout, self._env(), cwd)
             except OSError as exc:
                 return cand, False, f"{cand.path}: cannot run ({exc.strerror or exc})"
-            matched = bool(MCP_HINT.search(out.decode("utf-8", "replace")))
+            # its own name ("usage: mcp-server-x") proves nothing: only the rest of the text counts
+            text = out.decode("utf-8", "replace").replace(cand.path, "").replace(cand.name, "")
+            matched = bool(MCP_HINT.search(text))
             how = "timed out" if code is None else f"exit {code}"
             logger.debug("path probe: {} --help {}, {}", cand.path, how, "mentions MCP" if matched else "no MCP")
             self._cache[key] = matched

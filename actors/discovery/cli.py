@@ -1,0 +1,148 @@
+"""`troupe discover`: run the providers and a probe of each service once, print, stop everything."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Mapping
+
+import gevent.monkey
+import pykka
+
+from ..bus import BusClient, EventBus
+from ..health import HealthChecker
+from .engine import DiscoveryEngine
+from .messages import CheckHealth, RunDiscovery
+from .settings import parse
+
+ASK_MARGIN = 5.0  # on top of the configured deadlines, for actor start-up and merging
+STOP_TIMEOUT = 10.0
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `python -m actors.main discover` (the core adds --config itself)."""
+    parser.add_argument("--home", help="home directory to search (default $HOME)")
+    parser.add_argument("--project-root", dest="project_root", help="project directory (default cwd)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--no-probe", dest="probe", action="store_false", default=True,
+                        help="do not launch services to check their health")
+
+
+def _options(args: Any, kwargs: Mapping) -> dict:
+    opts: dict = {"home": None, "project_root": None, "json": False, "probe": True, "config": None}
+    if args is not None:
+        opts.update(vars(args) if isinstance(args, argparse.Namespace) else dict(args))
+    opts.update(kwargs)
+    return opts
+
+
+def _stop(refs: list) -> None:
+    # in parallel, then one bounded wait: a stuck actor must not hold the CLI
+    futures = []
+    for ref in refs:
+        if ref is not None:
+            futures.append(ref.stop(block=False))
+    try:
+        pykka.get_all(futures, timeout=STOP_TIMEOUT)
+    except pykka.Timeout:
+        print("troupe discover: some actors did not stop in time", file=sys.stderr)
+
+
+def run(args: Any = None, /, **kwargs) -> int:
+    """args: argparse.Namespace or mapping with home, project_root, json, probe, config
+    (a troupe Config whose `discovery:` section is used). Returns the exit code."""
+    opts = _options(args, kwargs)
+    out = opts.get("stdout") or sys.stdout
+    if not gevent.monkey.is_module_patched("threading"):
+        print("troupe discover: gevent monkey-patching is required (run python -m actors.main discover)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    config = opts["config"]
+    section = dict(getattr(config, "discovery", None) or {})
+    # one shot: nothing periodic, nothing watched, our own checker with no schedule
+    section.update(watch=False, interval=0)
+    try:
+        settings = parse(section, home=opts["home"], project_root=opts["project_root"])
+    except ValueError as exc:
+        print(f"troupe discover: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    reserved = frozenset(s.name for s in getattr(config, "servers", ()) or ())
+    bus = health = engine = None
+    try:
+        bus = EventBus.start()
+        client = BusClient(bus)
+        if opts["probe"]:
+            health = HealthChecker.start(client, interval=0, timeout=settings.health.timeout,
+                                         concurrency=settings.health.concurrency)
+        engine = DiscoveryEngine.start(section, client, lambda change: None, home=settings.home,
+                                       project_root=settings.project_root, reserved_names=reserved,
+                                       health=health, run_at_start=False)
+        reply = pykka.ThreadingFuture()
+        engine.tell(RunDiscovery(reply))
+        report = reply.get(timeout=settings.deadline + ASK_MARGIN)
+        checks: dict = {}
+        if health is not None and report.services:
+            rounds = math.ceil(len(report.services) / settings.health.concurrency)
+            reply = pykka.ThreadingFuture()
+            health.tell(CheckHealth(None, reply))
+            checks = reply.get(timeout=rounds * (settings.health.timeout + ASK_MARGIN) + ASK_MARGIN)
+    except pykka.Timeout:
+        print("troupe discover: timed out", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:
+        print(f"troupe discover: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        _stop([engine, health, bus])
+    services = []
+    for svc in report.services:
+        check = checks.get(svc["name"])
+        services.append({**svc, "healthy": check["healthy"] if check else None,
+                         "health_detail": check["detail"] if check else "not probed",
+                         "tools": check.get("tools", 0) if check else None})
+    if opts["json"]:
+        doc = {**report.to_json(), "services": services, "home": settings.home,
+               "project_root": settings.project_root, "probed": bool(opts["probe"])}
+        out.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        out.write(render(services, report, settings))
+    return EXIT_OK
+
+
+def _health_text(svc: dict) -> str:
+    if svc["healthy"] is None:
+        return f"health unknown ({svc['health_detail']})"
+    return ("healthy" if svc["healthy"] else "UNHEALTHY") + f" ({svc['health_detail']})"
+
+
+def render(services: list, report, settings) -> str:
+    """Plain text: each service, its launch line, where it was found and how it merged."""
+    lines = [f"troupe discover: {len(services)} service(s) in {report.duration_s:.2f}s "
+             f"(home {settings.home}, project {settings.project_root})", ""]
+    for svc in services:
+        launch = svc.get("url") or " ".join([svc.get("command", ""), *svc.get("args", [])])
+        flags = ["auto-connect" if svc["auto_connect"] else "manual"]
+        if not svc["enabled"]:
+            flags.append("disabled")
+        if svc["registered"]:
+            flags.append("registered")
+        lines.append(f"{svc['name']}  [{svc['transport']}]  {_health_text(svc)}  "
+                     f"confidence {svc['confidence']:.2f}  {', '.join(flags)}")
+        lines.append(f"    {launch}")
+        if svc.get("env_names"):
+            lines.append(f"    env: {', '.join(svc['env_names'])}")
+        if svc.get("header_names"):
+            lines.append(f"    headers: {', '.join(svc['header_names'])}")
+        merged = len(svc["sources"]) > 1
+        for i, src in enumerate(svc["sources"]):
+            how = "details from" if i == 0 and merged else "merged from" if merged else "from"
+            lines.append(f"    {how} {src['provider']}: {src['file']} as {src['name']!r}")
+        lines.append("")
+    counts = ", ".join(f"{name} {n}" for name, n in report.per_source.items())
+    lines.append(f"sources: {counts or 'none'}")
+    if report.errors:
+        lines.append("problems:")
+        lines += [f"  {e}" for e in report.errors]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,390 @@
+"""DiscoveryEngine actor: runs the providers, merges their records, names services, tells the owner."""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import gevent
+import pykka
+from loguru import logger
+
+from ..bus import BusClient
+from ..config import SERVER_NAME
+from ..events import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
+from ..health import HealthChecker
+from .identity import identity_of, which_on
+from .merge import REGISTERED, Service, assign_names, diff, merge, summary
+from .messages import (Discover, DiscoveryReport, GetDiscoveryStatus, ListServices, RegisterServer, RunDiscovery,
+                       ServiceRecord, ServicesChanged, SetServices, UnregisterServer, fail, resolve)
+from .providers.files import FileProvider
+from .providers.pathprobe import PathProbeProvider
+from .settings import PATH_PROVIDER, DiscoverySettings, parse
+from .sources import CONFIDENCE_REGISTERED, entry_to_config, locations
+from .store import open_store
+from .watcher import watch
+
+STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
+# What a registration entry may hold (Claude-style, plus name and tags).
+ENTRY_KEYS = frozenset({"name", "command", "args", "env", "cwd", "url", "serverUrl", "type", "transport",
+                        "headers", "tags", "disabled"})
+
+
+@dataclass(frozen=True, slots=True)
+class _CycleDone:
+    cycle: int
+    results: Mapping  # provider → ProviderResult
+    failed: Mapping  # provider → one-line reason
+    started_at: float
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _FilesChanged:
+    paths: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    """Periodic re-discovery."""
+
+
+def _collect(engine: pykka.ActorRef, cycle: int, futures: dict, deadline: float, failed: dict) -> None:
+    """Wait for every provider's answer with one deadline (a greenlet, never the actor)."""
+    started, t0 = time.time(), time.monotonic()
+    results = {}
+    for name, future in futures.items():
+        try:
+            results[name] = future.get(timeout=max(0.0, deadline - (time.monotonic() - t0)))
+        except pykka.Timeout:
+            failed[name] = f"{name}: no answer within {deadline:g}s; its last results are kept"
+        except Exception as exc:
+            failed[name] = str(exc) or f"{name}: {type(exc).__name__}"
+    try:
+        engine.tell(_CycleDone(cycle, MappingProxyType(results), MappingProxyType(failed), started,
+                               time.monotonic() - t0))
+    except pykka.ActorDeadError:
+        pass
+
+
+class DiscoveryEngine(pykka.ThreadingActor):
+    """Owns the providers, the service store, the file watcher and (unless given one) a HealthChecker.
+
+    Settings (the config's `discovery:` section; every key optional):
+      enabled (true): run providers; registrations are served either way
+      interval (300): periodic re-discovery in seconds; 0 = only on file change or request
+      providers (all): claude_desktop, claude_code, cursor, vscode, windsurf, troupe, path
+      store (memory) | sqlite, store_path (~/.config/troupe/services.db)
+      path_probe: {enabled: true, allowlist: [], auto_connect: false, timeout: 2, path: $PATH, concurrency: 8}
+      auto_connect: {client_configs: true, registered: true}
+      max_file_bytes (1 MiB), max_claude_json_bytes (32 MiB: Claude Code keeps history there)
+      deadline (15): seconds a cycle waits for providers
+      watch (true), watch_interval (1): the file watcher
+      health: {enabled: true, interval: 60, timeout: 10, concurrency: 4, first_check_delay: 3}
+      home, project_root: where the user-level and project-level files are looked for
+    Keyword arguments home/project_root win over the settings, which win over $HOME and the cwd.
+    """
+
+    def __init__(self, settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
+                 *, home: str | None = None, project_root: str | None = None, reserved_names=frozenset(),
+                 health: pykka.ActorRef | None = None, is_connected: Callable[[str], bool] | None = None,
+                 run_at_start: bool = True) -> None:
+        super().__init__()
+        # Bad settings and an unopenable store fail here, in the caller of start().
+        self.settings: DiscoverySettings = parse(settings, home=home, project_root=project_root)
+        self._bus, self._on_services = bus, on_services
+        self._reserved = frozenset(reserved_names)
+        self._health_ref, self._own_health = health, None
+        self._is_connected, self._run_at_start = is_connected, run_at_start
+        self._which = which_on(self.settings.path_search)
+        self._store = open_store(self.settings.store, self.settings.store_path, self.settings.home)
+        self._store_label = f"store:{self._store.kind}" + (
+            f":{self._store.path}" if hasattr(self._store, "path") else "")
+        self._registered: dict[str, ServiceRecord] = {}
+        for name, entry in self._store.registrations().items():
+            try:
+                self._registered[name] = self._registration(name, entry)
+            except ValueError as exc:  # a row that no longer validates is reported, not fatal
+                logger.warning("discovery: stored registration {} skipped: {}", name, exc)
+        self._providers: dict[str, pykka.ActorRef] = {}
+        self._results: dict[str, Any] = {}
+        self._errors: dict[str, tuple] = {}
+        self._named: dict[str, Service] = {}
+        self._health: dict[str, bool] = {}
+        self._greenlets: list[gevent.Greenlet] = []
+        self._cycle_ids = itertools.count(1)
+        self._cycle: int | None = None
+        self._waiters: list = []
+        self._next_waiters: list = []
+        self._rerun = False
+        self._last: dict = {}
+        self._cycles = 0
+        self._watched: tuple = ()
+        self._token = object()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def on_start(self) -> None:
+        s = self.settings
+        if s.enabled:
+            locs = tuple(locations(s.home, s.project_root))
+            for provider in s.providers:
+                if provider == PATH_PROVIDER:
+                    if s.path_enabled:
+                        self._providers[provider] = PathProbeProvider.start(
+                            search_path=s.path_search, home=s.home, allowlist=s.path_allowlist,
+                            timeout=s.path_timeout, concurrency=s.path_concurrency, auto_connect=s.path_auto_connect)
+                    continue
+                self._providers[provider] = FileProvider.start(
+                    provider, locs, home=s.home, search_path=s.path_search, max_file_bytes=s.max_file_bytes,
+                    max_claude_json_bytes=s.max_claude_json_bytes, auto_connect=s.auto_client_configs)
+            files = [str(loc.path) for loc in locs if loc.provider in self._providers]
+            dirs = s.path_search.split(os.pathsep) if PATH_PROVIDER in self._providers else []
+            self._watched = tuple(dict.fromkeys(p for p in files + dirs if p))
+            if s.watch:
+                self._greenlets.append(watch(self._watched, self._files_changed, s.watch_interval))
+            if s.interval > 0:
+                self._greenlets.append(gevent.spawn(self._periodic, s.interval))
+        self._bus.subscribe(self._token, self.actor_ref.tell, types=(HealthChanged.__name__,))
+        if self._health_ref is None and s.health.enabled:
+            self._own_health = self._health_ref = HealthChecker.start(
+                self._bus, interval=s.health.interval, timeout=s.health.timeout,
+                concurrency=s.health.concurrency, is_connected=self._is_connected,
+                first_check_delay=s.health.first_check_delay)
+        if self._run_at_start:
+            self._request_cycle(None)  # asynchronous: on_start never waits for providers
+
+    def _files_changed(self, paths: tuple) -> None:
+        self.actor_ref.tell(_FilesChanged(paths))
+
+    def _periodic(self, interval: float) -> None:
+        while True:
+            gevent.sleep(interval)
+            try:
+                self.actor_ref.tell(_Tick())
+            except pykka.ActorDeadError:
+                return
+
+    def on_stop(self) -> None:
+        self._bus.unsubscribe(self._token)
+        for g in self._greenlets:
+            g.kill(block=False)
+        children = [*self._providers.values(), *([self._own_health] if self._own_health else [])]
+        stops = [ref.stop(block=False) for ref in children]
+        try:
+            pykka.get_all(stops, timeout=STOP_TIMEOUT)
+        except pykka.Timeout:
+            logger.warning("discovery: some providers did not stop within {}s", STOP_TIMEOUT)
+        for waiter in self._waiters + self._next_waiters:
+            fail(waiter, RuntimeError("discovery engine stopped"))
+        self._waiters, self._next_waiters = [], []
+        self._store.close()
+
+    # ---------------------------------------------------------------- messages
+
+    def on_receive(self, message):
+        match message:
+            case RunDiscovery(reply=reply):
+                self._request_cycle(reply)
+            case _CycleDone():
+                self._cycle_done(message)
+            case _FilesChanged(paths=paths):
+                logger.info("discovery: {} changed; discovering again", ", ".join(paths))
+                self._request_cycle(None)
+            case _Tick():
+                self._request_cycle(None)
+            case RegisterServer(entry=entry, reply=reply):
+                self._register(entry, reply)
+            case UnregisterServer(name=name, reply=reply):
+                self._unregister(name, reply)
+            case ListServices(reply=reply):
+                resolve(reply, self._summaries())
+            case GetDiscoveryStatus(reply=reply):
+                resolve(reply, self._status())
+            case HealthChanged(service=name, healthy=healthy):
+                if name in self._named:
+                    self._health[name] = healthy
+            case _:
+                logger.warning("discovery: unknown message {!r}", message)
+
+    # ---------------------------------------------------------------- cycles
+
+    def _request_cycle(self, reply) -> None:
+        if self._cycle is None:
+            if reply is not None:
+                self._waiters.append(reply)
+            self._start_cycle()
+        else:
+            # the running scan may predate what the caller just changed: answer from the next
+            self._rerun = True
+            if reply is not None:
+                self._next_waiters.append(reply)
+
+    def _start_cycle(self) -> None:
+        self._cycle = next(self._cycle_ids)
+        futures, failed = {}, {}
+        for name, ref in self._providers.items():
+            future = pykka.ThreadingFuture()
+            try:
+                ref.tell(Discover(future))
+                futures[name] = future
+            except pykka.ActorDeadError:
+                failed[name] = f"{name}: provider is not running"
+        self._greenlets = [g for g in self._greenlets if not g.dead]
+        self._greenlets.append(gevent.spawn(_collect, self.actor_ref, self._cycle, futures,
+                                            self.settings.deadline, failed))
+
+    def _cycle_done(self, done: _CycleDone) -> None:
+        if done.cycle != self._cycle:
+            return
+        self._cycle = None
+        self._cycles += 1
+        for name, result in done.results.items():
+            self._results[name] = result
+            self._errors[name] = tuple(f"{name}: {e}" for e in result.errors)
+        for name, reason in done.failed.items():
+            logger.warning("discovery: {}", reason)
+            self._errors[name] = (reason,)  # its previous results stay in self._results
+        errors = tuple(e for name in sorted(self._errors) for e in self._errors[name])
+        self._last = {"started_at": done.started_at, "finished_at": time.time(), "duration_s": done.duration_s}
+        self._apply()
+        self._bus.publish(DiscoveryCompleted(found=len(self._named), duration_s=done.duration_s, errors=errors))
+        report = DiscoveryReport(
+            services=self._summaries(),
+            per_source=MappingProxyType({n: len(r.records) for n, r in sorted(self._results.items())}),
+            errors=errors, duration_s=done.duration_s, started_at=done.started_at)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            resolve(waiter, report)
+        if self._rerun:
+            self._rerun = False
+            self._waiters, self._next_waiters = self._next_waiters, []
+            self._start_cycle()
+
+    def _apply(self) -> None:
+        """Merge everything known, name it, and announce what changed."""
+        records = [r for result in self._results.values() for r in result.records]
+        records += self._registered.values()
+        previous = {svc.identity: name for name, svc in self._named.items()}
+        named = assign_names(merge(records), self._reserved, previous)
+        added, updated, removed, touched = diff(self._named, named)
+        self._named = named
+        for name in removed + updated:
+            self._health.pop(name, None)
+        for name in added:
+            self._bus.publish(ServiceAdded(name, source=named[name].best.provider))
+        for name in updated + touched:
+            self._bus.publish(ServiceUpdated(name, source=named[name].best.provider))
+        for name in removed:
+            self._bus.publish(ServiceRemoved(name))
+        if added or updated or removed:
+            logger.info("discovery: {} added, {} updated, {} removed", len(added), len(updated), len(removed))
+            change = ServicesChanged(tuple(named[n].config(n) for n in added),
+                                     tuple(named[n].config(n) for n in updated), tuple(removed))
+            try:
+                self._on_services(change)
+            except Exception:  # the owner's trouble must not stop discovery
+                logger.exception("discovery: on_services failed")
+        if self._health_ref is not None:
+            # a server the user disabled in their client is never launched, not even to probe it
+            configs = tuple(svc.config(n) for n, svc in sorted(named.items()) if svc.best.config.enabled)
+            try:
+                self._health_ref.tell(SetServices(configs))
+            except pykka.ActorDeadError:
+                pass
+
+    # ---------------------------------------------------------------- registration
+
+    def _registration(self, name: str, entry: Mapping) -> ServiceRecord:
+        unknown = set(entry) - ENTRY_KEYS
+        if unknown:
+            raise ValueError(f"{name}: unknown key(s) {', '.join(sorted(unknown))} "
+                             f"(allowed: {', '.join(sorted(ENTRY_KEYS))})")
+        tags = entry.get("tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise ValueError(f"{name}: tags must be a list of strings")
+        spec = {k: v for k, v in entry.items() if k not in ("name", "tags")}
+        cfg = entry_to_config(name, spec, self._store_label, home=self.settings.home)
+        return ServiceRecord(provider=REGISTERED, file=self._store_label, name=name,
+                             identity=identity_of(cfg, self._which), confidence=CONFIDENCE_REGISTERED,
+                             config=cfg, tags=frozenset({REGISTERED, *tags}),
+                             auto_connect=self.settings.auto_registered)
+
+    def _register(self, entry: Any, reply) -> None:
+        try:
+            if not isinstance(entry, Mapping):
+                raise ValueError("a registration is a mapping with name and command or url")
+            name = entry.get("name")
+            if not isinstance(name, str) or not SERVER_NAME.match(name):
+                raise ValueError(f"name {name!r} must match {SERVER_NAME.pattern}")
+            if name in self._reserved:
+                raise ValueError(f"name {name!r} is used by a server in the main config")
+            plain = {k: (list(v) if isinstance(v, (list, tuple)) else dict(v) if isinstance(v, Mapping) else v)
+                     for k, v in entry.items() if k != "name"}
+            record = self._registration(name, plain)
+        except ValueError as exc:
+            fail(reply, exc)
+            return
+        try:
+            # the same server registered under another name is renamed, not duplicated
+            for other, rec in list(self._registered.items()):
+                if other != name and rec.identity == record.identity:
+                    self._store.delete(other)
+                    del self._registered[other]
+            self._store.put(name, plain)
+        except Exception as exc:
+            fail(reply, RuntimeError(f"cannot persist registration {name!r}: {exc}"))
+            return
+        self._registered[name] = record
+        self._apply()
+        svc = self._named.get(name)
+        if svc is None:
+            fail(reply, RuntimeError(f"registration {name!r} was stored but could not be named"))
+        else:
+            resolve(reply, summary(name, svc, self._health.get(name)))
+
+    def _unregister(self, name: str, reply) -> None:
+        if name not in self._registered:
+            resolve(reply, False)
+            return
+        try:
+            self._store.delete(name)
+        except Exception as exc:
+            fail(reply, RuntimeError(f"cannot remove registration {name!r}: {exc}"))
+            return
+        del self._registered[name]
+        self._apply()
+        resolve(reply, True)
+
+    # ---------------------------------------------------------------- reports
+
+    def _summaries(self) -> tuple:
+        return tuple(summary(n, svc, self._health.get(n)) for n, svc in sorted(self._named.items()))
+
+    def _status(self) -> dict:
+        known = [self._health.get(n) for n in self._named]
+        providers = {}
+        for name in sorted(set(self._providers) | set(self._results)):
+            result = self._results.get(name)
+            providers[name] = {"count": len(result.records) if result else 0,
+                               "files": list(result.files) if result else [],
+                               "duration_s": round(result.duration_s, 3) if result else None,
+                               "errors": list(self._errors.get(name, ()))}
+        return {
+            "enabled": self.settings.enabled, "running": self._cycle is not None, "cycles": self._cycles,
+            "last_run_at": self._last.get("finished_at"), "duration_s": self._last.get("duration_s"),
+            "services": len(self._named), "registered": len(self._registered),
+            "providers": providers,
+            "errors": [e for name in sorted(self._errors) for e in self._errors[name]],
+            "health": {"healthy": known.count(True), "unhealthy": known.count(False), "unknown": known.count(None)},
+            "store": self._store.kind, "watching": len(self._watched),
+        }
+
+
+def start(settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
+          **kw) -> pykka.ActorRef:
+    """Start the engine (kw: home, project_root, reserved_names, health, is_connected, run_at_start)."""
+    return DiscoveryEngine.start(settings, bus, on_services, **kw)

@@ -1,0 +1,145 @@
+"""One-shot MCP health probe: open a transport, initialize, tools/list (or ping), close."""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import gevent.queue
+from loguru import logger
+
+from ..config import ServerConfig
+from ..protocol import jsonrpc
+from ..transports.base import TransportError, TransportGarbage
+
+PROTOCOL_VERSION = "2025-06-18"
+CLIENT_INFO = {"name": "troupe-health", "version": "1"}
+MAX_TOOL_PAGES = 50  # a server paging forever still gets a verdict
+CONNECT_TIMEOUT = 5.0  # HTTP connect, capped by the probe's own timeout
+
+
+class ProbeFailed(Exception):
+    """Why the probe said unhealthy, in one line."""
+
+
+class _Closed:
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def make_transport(config: ServerConfig, on_message, on_closed, timeout: float):
+    """The same transports the Connection actor uses, through the base.py contract."""
+    log = logger.bind(server=config.name)
+    if config.transport == "stdio":
+        from ..transports.stdio import StdioTransport
+        return StdioTransport(config.name, config.stdio, on_message, on_closed, log=log)
+    connect = min(CONNECT_TIMEOUT, timeout)
+    if config.transport == "sse":
+        from ..transports.sse import SseTransport
+        return SseTransport(config.name, config.http.url, dict(config.http.headers), on_message, on_closed,
+                            connect_timeout=connect, log=log)
+    from ..transports.streamable_http import StreamableHttpTransport
+    return StreamableHttpTransport(config.name, config.http.url, dict(config.http.headers), on_message,
+                                   on_closed, connect_timeout=connect, log=log)
+
+
+class _Session:
+    """Requests and their answers over one transport, with one deadline for everything."""
+
+    def __init__(self, transport, inbox: gevent.queue.Queue, deadline: float):
+        self.transport, self.inbox, self.deadline = transport, inbox, deadline
+        self._ids = itertools.count(1)
+
+    def call(self, method: str, params: dict | None = None) -> dict:
+        """The response message (result or error) to one request."""
+        rid = next(self._ids)
+        self.transport.send(jsonrpc.request(rid, method, params))
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProbeFailed(f"no answer to {method} in time")
+            try:
+                msg = self.inbox.get(timeout=remaining)
+            except gevent.queue.Empty:
+                raise ProbeFailed(f"no answer to {method} in time") from None
+            if isinstance(msg, _Closed):
+                raise ProbeFailed(f"connection closed during {method}: {msg.reason}")
+            if isinstance(msg, TransportGarbage):
+                if msg.request_id == rid:
+                    raise ProbeFailed(f"bad answer to {method}: {msg.reason}")
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if jsonrpc.is_response(msg) and msg.get("id") == rid:
+                return msg
+            if jsonrpc.is_request(msg):
+                self._answer_server(msg)
+
+    def _answer_server(self, msg: dict) -> None:
+        # A server may ask us things mid-handshake; a probe has nothing to offer but ping.
+        if msg.get("method") == "ping":
+            self.transport.send(jsonrpc.result(msg["id"], {}))
+        else:
+            self.transport.send(jsonrpc.error(msg["id"], jsonrpc.METHOD_NOT_FOUND, "not supported by probe"))
+
+
+def _error_text(msg: dict) -> str:
+    err = msg.get("error") or {}
+    return f"{err.get('message', 'error')} ({err.get('code')})" if isinstance(err, dict) else str(err)
+
+
+def _count_tools(session: _Session) -> int | None:
+    """Tools over every page; None if the server has no tools/list."""
+    count, cursor = 0, None
+    for _ in range(MAX_TOOL_PAGES):
+        msg = session.call("tools/list", {"cursor": cursor} if cursor else {})
+        if "error" in msg:
+            return None
+        result: Any = msg.get("result") or {}
+        count += len(result.get("tools") or ())
+        cursor = result.get("nextCursor")
+        if not cursor:
+            break
+    return count
+
+
+def probe(config: ServerConfig, timeout: float) -> tuple[bool, str, int]:
+    """(healthy, one-line detail, tool count). Blocks its greenlet for at most ~timeout plus
+    the transport's close; never raises an Exception (a kill still raises GreenletExit)."""
+    inbox: gevent.queue.Queue = gevent.queue.Queue()
+    try:
+        transport = make_transport(config, inbox.put, lambda reason: inbox.put(_Closed(reason)), timeout)
+    except ImportError as exc:
+        return False, f"{config.transport} transport not available: {exc}", 0
+    session = _Session(transport, inbox, time.monotonic() + timeout)
+    try:
+        transport.open()
+        init = session.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                           "clientInfo": CLIENT_INFO})
+        if "error" in init:
+            return False, f"initialize failed: {_error_text(init)}", 0
+        result = init.get("result") or {}
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            transport.set_protocol_version(version)
+        transport.send(jsonrpc.notification("notifications/initialized"))
+        tools = _count_tools(session) if "tools" in (result.get("capabilities") or {}) else None
+        if tools is not None:
+            return True, f"ok: {tools} tools", tools
+        ping = session.call("ping")
+        if "error" in ping:
+            return False, f"ping failed: {_error_text(ping)}", 0
+        return True, "ok: ping", 0
+    except ProbeFailed as exc:
+        return False, str(exc), 0
+    except TransportError as exc:
+        return False, f"transport error: {exc}", 0
+    except Exception as exc:  # a misbehaving server must not crash the checker
+        return False, f"probe error: {type(exc).__name__}: {exc}", 0
+    finally:
+        try:
+            transport.close()
+        except Exception as exc:
+            logger.debug("probe {}: close failed: {}", config.name, exc)

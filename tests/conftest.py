@@ -1,0 +1,13 @@
+"""Test-process setup: suites that run troupe's code in-process are gevent-patched.
+
+tests/actors and tests/integration run troupe's actors inside the test process, so
+that process is patched first, like production (TROUPE_TEST_GEVENT=1). tests/unit
+and tests/e2e drive real processes from plain threads and the official asyncio
+SDK, which must not run patched. `python -m tests` runs the two groups apart.
+"""
+import os
+
+if os.environ.get("TROUPE_TEST_GEVENT") == "1":
+    from gevent import monkey
+
+    monkey.patch_all()

@@ -1,0 +1,499 @@
+"""Integration tests: the Streamable HTTP and legacy SSE transports against real peers."""
+# Runs in-process and gevent-patched like the rest of tests/integration
+# (TROUPE_TEST_GEVENT=1: tests/conftest.py patches, tests/integration/conftest.py
+# refuses to run otherwise), so readers here are greenlets exactly as in production.
+import json
+import os
+import socket
+import subprocess
+import time
+
+import gevent
+import gevent.queue
+import pytest
+import requests
+from gevent.pywsgi import WSGIServer
+
+from actors.protocol import jsonrpc
+from actors.transports.base import TransportError, TransportGarbage
+from actors.transports.sse import SseTransport
+from actors.transports.streamable_http import StreamableHttpTransport
+from tests.support import PYTHON, ROOT, free_port, peer_bin, wait_until
+
+LATEST = "2025-11-25"
+LEGACY = "2024-11-05"
+# Bounds, not sleeps: how long a peer may take to listen, an answer to arrive,
+# close() to return (the transport contract says under 2 s).
+PEER_START_TIMEOUT = 30.0
+ANSWER_TIMEOUT = 10.0
+CLOSE_BOUND = 2.0
+NAME = "upstream"
+CLOSED_BY_OWNER = "closed by troupe"
+SECRET = "s3cret-token"
+
+# ---------------------------------------------------------------------------
+# Peers: started once per module, each on its own loopback port.
+# ---------------------------------------------------------------------------
+
+
+def _start_peer(argv: list[str], port: int, log_path, env=None) -> subprocess.Popen:
+    with open(log_path, "wb") as log:  # a file, not a pipe: a chatty peer cannot block on it
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
+
+    def listening():
+        if proc.poll() is not None:
+            raise AssertionError(f"{argv[0]} exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_until(listening, timeout=PEER_START_TIMEOUT, interval=0.05, message=f"{argv[0]} on port {port}")
+    except BaseException:
+        _stop_peer(proc)
+        raise
+    return proc
+
+
+def _stop_peer(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def peer(tmp_path_factory):
+    """peer(kind) → base URL of a running peer of that kind, started once per module."""
+    running: dict[str, str] = {}
+    procs: list[subprocess.Popen] = []
+    logs = tmp_path_factory.mktemp("peers")
+
+    def start(kind: str) -> str:
+        if kind in running:
+            return running[kind]
+        port = free_port()
+        everything = peer_bin("mcp-server-everything")
+        fastmcp_min = [PYTHON, "-m", "tests.servers.fastmcp_http_min", "--port", str(port)]
+        argv, env, path = {
+            "everything-http": ([everything, "streamableHttp"], {"PORT": str(port)}, "/mcp"),
+            "everything-sse": ([everything, "sse"], {"PORT": str(port)}, "/sse"),
+            "fastmcp-http": (fastmcp_min, None, "/mcp"),
+            "fastmcp-json": ([*fastmcp_min, "--json"], None, "/mcp"),
+            "fastmcp-sse": ([*fastmcp_min, "--transport", "sse"], None, "/sse"),
+            "fastmcp-demo": ([PYTHON, "tests/servers/fastmcp_demo.py", "--http", str(port)], None, "/mcp"),
+        }[kind]
+        procs.append(_start_peer(argv, port, logs / f"{kind}.log", env))
+        running[kind] = f"http://127.0.0.1:{port}{path}"
+        return running[kind]
+
+    yield start
+    for proc in procs:
+        _stop_peer(proc)
+
+
+# ---------------------------------------------------------------------------
+# Helpers: an owner that collects callbacks, as the Connection actor would.
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def made():
+    """Transports a test makes are closed even when it fails, so no reader outlives it."""
+    transports = []
+    yield transports
+    for transport in transports:
+        transport.close()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class Owner:
+    """Collects what a transport hands back, as the Connection actor would."""
+
+    def __init__(self):
+        self.inbox: gevent.queue.Queue = gevent.queue.Queue()
+        self.closed: list[str] = []
+
+    def on_message(self, message):
+        self.inbox.put(message)
+
+    def on_closed(self, reason):
+        self.closed.append(reason)
+
+    def next(self, timeout=ANSWER_TIMEOUT):
+        try:
+            return self.inbox.get(timeout=timeout)
+        except gevent.queue.Empty:
+            raise AssertionError(f"nothing arrived within {timeout}s") from None
+
+    def answer(self, request_id, timeout=ANSWER_TIMEOUT):
+        """The answer to request_id, and what arrived before it."""
+        before, deadline = [], time.monotonic() + timeout
+        while True:
+            message = self.next(max(0.01, deadline - time.monotonic()))
+            if isinstance(message, dict) and "method" not in message and message.get("id") == request_id:
+                return message, before
+            before.append(message)
+
+
+def handshake(transport, owner, version=LATEST) -> dict:
+    transport.send(jsonrpc.request(1, "initialize", {
+        "protocolVersion": version, "capabilities": {},
+        "clientInfo": {"name": "troupe-test", "version": "0"}}))
+    answer, _ = owner.answer(1)
+    assert "result" in answer, answer
+    transport.set_protocol_version(answer["result"]["protocolVersion"])
+    transport.send(jsonrpc.notification("notifications/initialized"))
+    return answer["result"]
+
+
+def call(transport, owner, request_id, tool, arguments, meta=None):
+    params = {"name": tool, "arguments": arguments}
+    if meta:
+        params["_meta"] = meta
+    transport.send(jsonrpc.request(request_id, "tools/call", params))
+    return owner.answer(request_id)
+
+
+def text_of(answer) -> str:
+    assert "result" in answer, answer
+    return " ".join(c.get("text", "") for c in answer["result"]["content"])
+
+
+def progress_of(messages, token) -> list:
+    return [m["params"]["progress"] for m in messages
+            if isinstance(m, dict) and m.get("method") == "notifications/progress"
+            and m["params"].get("progressToken") == token]
+
+
+def close_and_check(transport, owner, base_fds) -> float:
+    started = time.monotonic()
+    transport.close()
+    elapsed = time.monotonic() - started
+    assert elapsed < CLOSE_BOUND, f"close() took {elapsed:.2f}s"
+    transport.close()  # idempotent
+    assert owner.closed[-1] == CLOSED_BY_OWNER and owner.closed.count(CLOSED_BY_OWNER) == 1, owner.closed
+    assert not transport._streams, "a streamed response was left open"
+    wait_until(lambda: open_fds() <= base_fds, timeout=CLOSE_BOUND, message=f"fds back to {base_fds}")
+    try:
+        transport.send(jsonrpc.notification("notifications/initialized"))
+    except TransportError:
+        pass
+    else:
+        raise AssertionError("send() after close() did not raise")
+    return elapsed
+
+
+def get_stream_open(transport) -> bool:
+    return any(r.request.method == "GET" for r in list(transport._streams))
+
+
+def spy_resumes(transport) -> list:
+    """Record each Last-Event-ID the transport resumes from."""
+    resumes, original = [], transport._open_get
+
+    def open_get(last_event_id):
+        if last_event_id:
+            resumes.append(last_event_id)
+        return original(last_event_id)
+
+    transport._open_get = open_get
+    return resumes
+
+
+TOOLS = {  # kind → (echo-like tool, arguments, expected text)
+    "everything-http": ("echo", {"message": "hi troupe"}, "hi troupe"),
+    "everything-sse": ("echo", {"message": "hi troupe"}, "hi troupe"),
+    "fastmcp-http": ("echo", {"message": "hi troupe"}, "Echo: hi troupe"),
+    "fastmcp-json": ("echo", {"message": "hi troupe"}, "Echo: hi troupe"),
+    "fastmcp-sse": ("echo", {"message": "hi troupe"}, "Echo: hi troupe"),
+    "fastmcp-demo": ("greet", {"name": "troupe"}, "Hello, troupe!"),
+}
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["everything-http", "fastmcp-http", "fastmcp-json", "fastmcp-demo"])
+def test_streamable_http_round_trip(peer, made, kind):
+    url = peer(kind)
+    owner, base = Owner(), open_fds()
+    t = StreamableHttpTransport(NAME, url, {"X-Troupe-Test": "1"}, owner.on_message, owner.on_closed)
+    made.append(t)
+    t.open()
+    assert t.describe() == {"url": url}
+    result = handshake(t, owner)
+    assert result["protocolVersion"] == LATEST
+    assert t._session_id, "no Mcp-Session-Id captured from the initialize response"
+    t.send(jsonrpc.request(2, "tools/list"))
+    answer, _ = owner.answer(2)
+    names = {tool["name"] for tool in answer["result"]["tools"]}
+    tool, arguments, expected = TOOLS[kind]
+    assert tool in names, names
+    answer, _ = call(t, owner, 3, tool, arguments)
+    assert expected in text_of(answer)
+    if kind == "everything-http":
+        # Progress rides the POST's SSE stream, before the result.
+        answer, before = call(t, owner, 4, "trigger-long-running-operation",
+                              {"duration": 1, "steps": 3}, {"progressToken": "tok-4"})
+        assert progress_of(before, "tok-4") == [1, 2, 3], before
+        assert "completed" in text_of(answer)
+        # A notification unrelated to any request can only come over the GET stream.
+        wait_until(lambda: get_stream_open(t), timeout=ANSWER_TIMEOUT, message="the GET stream")
+        answer, before = call(t, owner, 5, "toggle-simulated-logging", {})
+        assert "result" in answer, answer
+        logged = [m for m in before if m.get("method") == "notifications/message"]
+        while not logged:
+            message = owner.next()
+            if message.get("method") == "notifications/message":
+                logged.append(message)
+        assert get_stream_open(t)
+    elif kind == "fastmcp-http":
+        # The tool drops its stream after the first progress: only a resume with
+        # GET + Last-Event-ID (after the server's retry) brings the rest.
+        resumes = spy_resumes(t)
+        answer, before = call(t, owner, 4, "progress_then_drop", {"steps": 3}, {"progressToken": "tok-4"})
+        assert text_of(answer) == "done after 3 steps"
+        assert progress_of(before, "tok-4") == [1, 2, 3], before
+        assert resumes, "the answer arrived without resuming the stream"
+    elif kind == "fastmcp-json":
+        answer, before = call(t, owner, 4, "progress_then_drop", {"steps": 3}, {"progressToken": "tok-4"})
+        assert text_of(answer) == "done after 3 steps"
+        # With JSON answers the SDK has no stream to put progress on; any that
+        # arrives must still come before the answer.
+        assert progress_of(before, "tok-4") in ([], [1, 2, 3]), before
+    wait_until(lambda: t._listening, timeout=ANSWER_TIMEOUT, message="the GET stream to start")
+    close_and_check(t, owner, base)
+
+
+@pytest.mark.parametrize("kind", ["everything-sse", "fastmcp-sse"])
+def test_legacy_sse_round_trip(peer, made, kind):
+    url = peer(kind)
+    owner, base = Owner(), open_fds()
+    t = SseTransport(NAME, url, {"X-Troupe-Test": "1"}, owner.on_message, owner.on_closed)
+    made.append(t)
+    t.open()
+    assert t.describe() == {"url": url}
+    handshake(t, owner, LEGACY)
+    t.send(jsonrpc.request(2, "tools/list"))
+    answer, _ = owner.answer(2)
+    tool, arguments, expected = TOOLS[kind]
+    assert tool in {tool["name"] for tool in answer["result"]["tools"]}
+    answer, _ = call(t, owner, 3, tool, arguments)
+    assert expected in text_of(answer)
+    if kind == "everything-sse":
+        answer, before = call(t, owner, 4, "trigger-long-running-operation",
+                              {"duration": 1, "steps": 3}, {"progressToken": "tok-4"})
+        assert progress_of(before, "tok-4") == [1, 2, 3], before
+    close_and_check(t, owner, base)
+
+
+def test_close_wakes_blocked_readers(peer, made):
+    owner, base = Owner(), open_fds()
+    t = StreamableHttpTransport(NAME, peer("everything-http"), {}, owner.on_message, owner.on_closed)
+    made.append(t)
+    handshake(t, owner)
+    wait_until(lambda: get_stream_open(t), timeout=ANSWER_TIMEOUT, message="the GET stream")
+    t.send(jsonrpc.request(2, "tools/call", {
+        "name": "trigger-long-running-operation", "arguments": {"duration": 60, "steps": 60},
+        "_meta": {"progressToken": "slow"}}))
+    first = owner.next()
+    assert first.get("method") == "notifications/progress", first
+    # Now one reader sits in read1 on the POST stream, another on the GET stream.
+    readers = [g for g in t._greenlets if g is not t._writer]
+    assert len(readers) == 2 and len(t._streams) == 2, (readers, t._streams)
+    close_and_check(t, owner, base)
+    # Shutting the sockets down let the readers leave on their own: none was killed.
+    assert all(g.dead and not isinstance(g.value, gevent.GreenletExit) for g in readers), readers
+    leftover = []
+    while not owner.inbox.empty():
+        leftover.append(owner.inbox.get_nowait())
+    assert all(m.get("id") != 2 for m in leftover), "request 2 was answered after close()"
+
+
+@pytest.mark.parametrize("kind,status", [("fastmcp-http", 404), ("everything-http", 400)])
+def test_expired_session_closes_transport(peer, made, kind, status):
+    url = peer(kind)
+    owner = Owner()
+    t = StreamableHttpTransport(NAME, url, {}, owner.on_message, owner.on_closed)
+    made.append(t)
+    handshake(t, owner)
+    # The server forgets the session behind the transport's back.
+    requests.delete(url, headers={"Mcp-Session-Id": t._session_id, "MCP-Protocol-Version": LATEST},
+                    timeout=5).close()
+    t.send(jsonrpc.request(2, "tools/list"))
+    wait_until(lambda: owner.closed, timeout=ANSWER_TIMEOUT, message="on_closed")
+    try:
+        t.send(jsonrpc.request(3, "tools/list"))
+    except TransportError:
+        pass
+    else:
+        raise AssertionError("send() after the session expired did not raise")
+    # 404 is the spec's answer; server-everything's routing answers 400 instead.
+    assert owner.closed == [f"session expired ({status})"]
+    t.close()
+    assert len(owner.closed) == 1, "on_closed called twice"
+
+
+def test_dead_server_answers_request_with_error(made):
+    port = free_port()  # nothing listens there
+    owner, base = Owner(), open_fds()
+    url = f"http://user:{SECRET}@127.0.0.1:{port}/mcp?token={SECRET}"
+    t = StreamableHttpTransport(NAME, url, {"Authorization": f"Bearer {SECRET}"},
+                                owner.on_message, owner.on_closed, connect_timeout=2.0)
+    made.append(t)
+    assert t.describe() == {"url": f"http://127.0.0.1:{port}/mcp"}
+    t.send(jsonrpc.notification("notifications/initialized"))  # logged, never answered
+    t.send(jsonrpc.request(7, "initialize", {"protocolVersion": LATEST, "capabilities": {}}))
+    answer, before = owner.answer(7)
+    assert before == [], before
+    error = answer["error"]
+    assert error["code"] == jsonrpc.SERVER_UNAVAILABLE
+    assert error["message"].startswith(f"{NAME}: ") and "refused" in error["message"], error
+    assert SECRET not in error["message"]
+    assert owner.closed == []
+    close_and_check(t, owner, base)
+
+
+def test_http_error_answers_request_with_error(peer, made):
+    owner = Owner()
+    t = StreamableHttpTransport(NAME, peer("everything-http"), {}, owner.on_message, owner.on_closed)
+    made.append(t)
+    # No initialize first: server-everything answers 400 "Server not initialized".
+    t.send(jsonrpc.request(9, "tools/list"))
+    answer, _ = owner.answer(9)
+    assert answer["error"]["code"] == jsonrpc.SERVER_UNAVAILABLE
+    assert "HTTP 400" in answer["error"]["message"], answer
+    assert answer["error"]["data"] == {"httpStatus": 400}
+    assert owner.closed == []
+
+
+def _serve(app) -> WSGIServer:
+    server = WSGIServer(("127.0.0.1", 0), app, log=None, error_log=None)
+    server.start()
+    return server
+
+
+def _json(start_response, status, body, headers=()):
+    data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *headers])
+    return [data]
+
+
+def test_fake_streamable_server_headers_batches_and_405(made):
+    seen = []
+
+    def app(environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        body = json.loads(environ["wsgi.input"].read() or b"null")
+        seen.append((method, (body or {}).get("method"), environ.get("HTTP_X_TROUPE_TEST"),
+                     environ.get("HTTP_MCP_SESSION_ID"), environ.get("HTTP_MCP_PROTOCOL_VERSION")))
+        if method != "POST":
+            start_response("405 Method Not Allowed" if method == "GET" else "200 OK", [("Content-Length", "0")])
+            return [b""]
+        rpc = body.get("method")
+        if rpc == "initialize":
+            return _json(start_response, "200 OK", jsonrpc.result(body["id"], {"protocolVersion": LATEST}),
+                         [("Mcp-Session-Id", "fake-session")])
+        if rpc == "batch":
+            return _json(start_response, "200 OK", [jsonrpc.notification("notifications/message"),
+                                                    jsonrpc.result(body["id"], {"ok": True})])
+        if rpc == "garbage":
+            return _json(start_response, "200 OK", b"{not json")
+        start_response("202 Accepted", [("Content-Length", "0")])
+        return [b""]
+
+    base = open_fds()
+    server = _serve(app)
+    owner = Owner()
+    t = StreamableHttpTransport(NAME, f"http://127.0.0.1:{server.server_port}/mcp", {"X-Troupe-Test": "yes"},
+                                owner.on_message, owner.on_closed)
+    made.append(t)
+    handshake(t, owner)
+    t.send(jsonrpc.request(2, "batch"))
+    answer, before = owner.answer(2)
+    assert answer["result"] == {"ok": True} and before[0]["method"] == "notifications/message"
+    t.send(jsonrpc.request(3, "garbage"))
+    garbage = owner.next()
+    assert isinstance(garbage, TransportGarbage) and garbage.request_id == 3, garbage
+    t.send(jsonrpc.request(4, "accepted"))  # a request answered with 202 gets an error
+    answer, _ = owner.answer(4)
+    assert answer["error"]["data"] == {"httpStatus": 202}, answer
+    wait_until(lambda: any(s[0] == "GET" for s in seen), message="a GET stream attempt")
+    t.close()
+    assert seen[0] == ("POST", "initialize", "yes", None, None), seen[0]
+    assert all(s[2] == "yes" for s in seen), "configured header missing"
+    assert all(s[3] == "fake-session" and s[4] == LATEST for s in seen[1:]), seen
+    assert [s[0] for s in seen].count("GET") == 1, "405 on GET must stop the GET stream"
+    assert seen[-1][0] == "DELETE", seen
+    server.stop(timeout=1)
+    wait_until(lambda: open_fds() <= base, timeout=CLOSE_BOUND, message="fds back")
+
+
+def test_sse_endpoint_checks_and_stream_loss(made):
+    plan = {}  # path → the events the fake sends on GET, then it ends (or holds)
+
+    def app(environ, start_response):
+        if environ["REQUEST_METHOD"] == "POST":
+            return _json(start_response, "500 Internal Server Error",
+                         {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "boom"}})
+        events, hold = plan[environ["PATH_INFO"]]
+        start_response("200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
+
+        def stream():
+            for event in events:
+                yield event.encode()
+            if hold:
+                gevent.sleep(hold)
+        return stream()
+
+    base = open_fds()
+    server = _serve(app)
+    root = f"http://127.0.0.1:{server.server_port}"
+    plan["/foreign"] = (["event: endpoint\ndata: http://other.example:9/message\n\n"], 5)
+    plan["/other-port"] = ([f"event: endpoint\ndata: http://127.0.0.1:{server.server_port + 1}/m\n\n"], 5)
+    plan["/silent"] = ([": just a comment\n\n"], 5)
+    plan["/lost"] = (["event: endpoint\ndata: /message?session=1\n\n",
+                      'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message"}\n\n'], 1.0)
+    results = {}
+    for path, timeout in (("/foreign", 5), ("/other-port", 5), ("/silent", 0.5)):
+        owner = Owner()
+        t = SseTransport(NAME, root + path, {}, owner.on_message, owner.on_closed, connect_timeout=timeout)
+        made.append(t)
+        started = time.monotonic()
+        try:
+            t.open()
+        except TransportError as exc:
+            results[path] = str(exc)
+        else:
+            raise AssertionError(f"{path}: open() accepted a bad stream")
+        assert time.monotonic() - started < timeout + 1
+        assert owner.closed == [] and not t._streams
+    assert "another origin" in results["/foreign"] and "another origin" in results["/other-port"], results
+    assert "no endpoint event" in results["/silent"], results
+
+    owner = Owner()
+    t = SseTransport(NAME, root + "/lost", {}, owner.on_message, owner.on_closed)
+    made.append(t)
+    t.open()
+    assert t._endpoint == root + "/message?session=1"
+    assert owner.next()["method"] == "notifications/message"
+    t.send(jsonrpc.request(5, "tools/list"))  # the endpoint answers 500
+    answer, _ = owner.answer(5)
+    assert "HTTP 500" in answer["error"]["message"] and "boom" in answer["error"]["message"], answer
+    wait_until(lambda: owner.closed, timeout=ANSWER_TIMEOUT, message="on_closed after the stream ended")
+    assert owner.closed == ["sse stream lost (ended by the server)"], owner.closed
+    t.close()
+    assert len(owner.closed) == 1, "on_closed called twice"
+    server.stop(timeout=1)
+    wait_until(lambda: open_fds() <= base, timeout=CLOSE_BOUND, message="fds back")
