@@ -12,9 +12,15 @@ from ..sources import VSCODE_SERVERS, Location, SourceError, entries, entry_to_c
 from .base import ProviderActor
 
 
-def load(path, max_bytes: int) -> Any:
-    """Read and parse in one go (run in a worker thread: a big file must not stall the hub)."""
-    return parse_json(path, read_limited(path, max_bytes))
+def load(path, max_bytes: int) -> tuple[Any, str | None]:
+    """(data, None) or (None, problem). Runs in a worker thread, so a big file does not stall
+    the hub; problems come back as values because the pool would print raised ones."""
+    try:
+        return parse_json(path, read_limited(path, max_bytes)), None
+    except SourceError as exc:
+        return None, str(exc)
+    except OSError as exc:
+        return None, f"{path}: cannot read ({exc.strerror or exc})"
 
 
 class FileProvider(ProviderActor):
@@ -40,19 +46,18 @@ class FileProvider(ProviderActor):
         records, errors, files, seen = [], [], [], set()
         for loc in self._locations:
             key = str(loc.path)
-            try:
-                real = os.path.realpath(loc.path)
-                if real in seen or not os.path.isfile(loc.path):
-                    if not os.path.exists(loc.path):
-                        self._last_good.pop(key, None)
-                    continue
-                seen.add(real)
-                limit = self._max_claude_json if loc.fmt == "claude_json" else self._max
-                data = gevent.get_hub().threadpool.apply(load, (loc.path, limit))
+            real = os.path.realpath(loc.path)
+            if real in seen or not os.path.isfile(loc.path):
+                if not os.path.exists(loc.path):
+                    self._last_good.pop(key, None)
+                continue
+            seen.add(real)
+            limit = self._max_claude_json if loc.fmt == "claude_json" else self._max
+            data, problem = gevent.get_hub().threadpool.apply(load, (loc.path, limit))
+            if problem is None:
                 found, problems = self._records(loc, data)
                 self._last_good[key] = found
-            except (SourceError, OSError) as exc:
-                problem = str(exc) if isinstance(exc, SourceError) else f"{key}: cannot read ({exc.strerror or exc})"
+            else:
                 found, problems = self._last_good.get(key, ()), [problem]
                 if found:
                     problems.append(f"{key}: kept {len(found)} server(s) from its last good version")
@@ -63,7 +68,11 @@ class FileProvider(ProviderActor):
 
     def _records(self, loc: Location, data: Any) -> tuple[tuple, list]:
         found, problems = [], []
-        for entry in entries(loc, data):
+        try:
+            items = list(entries(loc, data))
+        except SourceError as exc:
+            return (), [str(exc)]
+        for entry in items:
             try:
                 cfg = entry_to_config(entry.path, entry.spec, str(loc.path), project=entry.project,
                                       home=self._home, vscode=loc.fmt == VSCODE_SERVERS)
