@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import gevent
+import gevent.event
 import gevent.queue
 import pytest
 import requests
@@ -441,7 +442,8 @@ def test_fake_streamable_server_headers_batches_and_405(made):
 
 
 def test_sse_endpoint_checks_and_stream_loss(made):
-    plan = {}  # path → the events the fake sends on GET, then it ends (or holds)
+    plan = {}  # path → (events the fake sends on GET, seconds it then holds the stream)
+    release = gevent.event.Event()  # ends every held stream, so the fake closes its sockets
 
     def app(environ, start_response):
         if environ["REQUEST_METHOD"] == "POST":
@@ -453,8 +455,7 @@ def test_sse_endpoint_checks_and_stream_loss(made):
         def stream():
             for event in events:
                 yield event.encode()
-            if hold:
-                gevent.sleep(hold)
+            release.wait(hold)
         return stream()
 
     base = open_fds()
@@ -495,5 +496,6 @@ def test_sse_endpoint_checks_and_stream_loss(made):
     assert owner.closed == ["sse stream lost (ended by the server)"], owner.closed
     t.close()
     assert len(owner.closed) == 1, "on_closed called twice"
+    release.set()
     server.stop(timeout=1)
     wait_until(lambda: open_fds() <= base, timeout=CLOSE_BOUND, message="fds back")
