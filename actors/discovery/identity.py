@@ -44,11 +44,12 @@ def normalise_command(command: str, which: Which | None = None) -> str:
     if not os.path.isabs(command):
         return _stem(command) if _stem(command).lower() in LAUNCHERS else command
     real = os.path.realpath(command)
-    base = os.path.basename(command)
     if which is not None:
-        found = which(base)
-        if found and os.path.realpath(found) == real:
-            return _stem(base) if _stem(base).lower() in LAUNCHERS else base
+        # the name it was called by, then the binary's own name (for a symlink elsewhere)
+        for base in dict.fromkeys((os.path.basename(command), os.path.basename(real))):
+            found = which(base)
+            if found and os.path.realpath(found) == real:
+                return _stem(base) if _stem(base).lower() in LAUNCHERS else base
     return real
 
 

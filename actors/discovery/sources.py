@@ -98,7 +98,9 @@ _TRAILING_COMMA = re.compile(r'"(?:[^"\\]|\\.)*"|,(\s*[}\]])', re.S)
 
 def strip_jsonc(text: str) -> str:
     """VS Code and Cursor accept comments and trailing commas; json does not."""
-    text = _COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text)
+    # a comment keeps its newlines, so an error's line number still points into the file
+    text = _COMMENT_OR_STRING.sub(
+        lambda m: m.group(0) if m.group(0).startswith('"') else "\n" * m.group(0).count("\n"), text)
     return _TRAILING_COMMA.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(0), text)
 
 

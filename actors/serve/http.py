@@ -1,0 +1,152 @@
+"""One gevent pywsgi server: MCP (/mcp, /sse), status, events; bound to loopback by default."""
+from __future__ import annotations
+
+import socket
+import sys
+
+import gevent
+import gevent.queue
+import orjson
+from gevent.pywsgi import WSGIHandler, WSGIServer
+from loguru import logger
+
+from .mcp_http import McpHttp
+from .security import Guard
+from . import sse
+
+
+class _NoDelayHandler(WSGIHandler):
+    def handle(self):
+        # Without TCP_NODELAY every keep-alive request waited ~44 ms for a delayed ACK.
+        try:
+            self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        return super().handle()
+
+
+class App:
+    """The WSGI application; mountable in a host's own server (see actors.wsgi_app)."""
+
+    def __init__(self, runtime, bound_host: str | None = None):
+        self.rt = runtime
+        self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host)
+        self.mcp = McpHttp(runtime)
+        self.extra_routes: dict[tuple[str, str], object] = {}
+
+    def close(self) -> None:
+        self.mcp.close()
+
+    def __call__(self, environ, start_response):
+        refusal = self.guard.check(environ)
+        if refusal is not None:
+            status, reason = refusal
+            headers = [("Content-Type", "application/json")]
+            if status.startswith("401"):
+                headers.append(("WWW-Authenticate", 'Bearer realm="troupe"'))
+            start_response(status, headers)
+            return [orjson.dumps({"error": reason})]
+        try:
+            status, headers, body = self.route(environ)
+        except Exception as exc:  # one bad request must not take the server down
+            logger.exception("HTTP handler failed")
+            status, headers, body = "500 Internal Server Error", [("Content-Type", "application/json")], \
+                orjson.dumps({"error": f"{type(exc).__name__}: {exc}"})
+        start_response(status, headers)
+        return [body] if isinstance(body, bytes) else body
+
+    def route(self, environ):
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO") or "/"
+        if path.endswith("/") and len(path) > 1:
+            path = path.rstrip("/")
+        if path == "/mcp":
+            handler = {"POST": self.mcp.post, "GET": self.mcp.get, "DELETE": self.mcp.delete}.get(method)
+            if handler is None:
+                return "405 Method Not Allowed", [("Allow", "GET, POST, DELETE")], b""
+            return handler(environ)
+        if path == "/sse" and method == "GET":
+            return self.mcp.legacy_stream(environ)
+        if path in ("/messages", "/message") and method == "POST":
+            return self.mcp.legacy_post(environ)
+        if method == "GET" and path == "/status":
+            return _json(self.rt.status())
+        if method == "GET" and path.startswith("/status/servers/"):
+            name = path[len("/status/servers/"):]
+            found = next((s for s in self.rt.status()["servers"] if s["name"] == name), None)
+            if found is None:
+                return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
+            return _json(found)
+        if method == "GET" and path == "/events":
+            return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], \
+                self._events()
+        extra = self.extra_routes.get((method, path))
+        if extra is not None:
+            return extra(environ)
+        return _json({"error": f"no route for {method} {path}"}, "404 Not Found")
+
+    def _events(self):
+        """The event bus as SSE: recent history first, then live events."""
+        queue: gevent.queue.Queue = gevent.queue.Queue(maxsize=10000)
+        token = object()
+
+        def deliver(event) -> None:  # bus greenlet: never block it
+            try:
+                queue.put_nowait(event)
+            except gevent.queue.Full:
+                pass
+        self.rt.bus.subscribe(token, deliver)
+        try:
+            for past in self.rt.bus.history(50):
+                yield sse.event(past.to_json(), name=past.kind)
+            while True:
+                try:
+                    event = queue.get(timeout=sse.KEEPALIVE_S)
+                except gevent.queue.Empty:
+                    yield sse.comment()
+                    continue
+                yield sse.event(event.to_json(), name=event.kind)
+        finally:
+            self.rt.bus.unsubscribe(token)
+
+
+def _json(value, status: str = "200 OK"):
+    return status, [("Content-Type", "application/json")], orjson.dumps(value, option=orjson.OPT_INDENT_2)
+
+
+def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[WSGIServer, App, str]:
+    """Bind and start serving in the background; returns the server, the app and the URL."""
+    serve_cfg = runtime.config.serve
+    host = host or serve_cfg.host
+    port = serve_cfg.port if port is None else port
+    app = App(runtime, host)
+    server = WSGIServer((host, port), app, handler_class=_NoDelayHandler, log=None,
+                        error_log=_ErrorLog())
+    server.start()
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{server.server_port}/mcp"
+    runtime.set_url(url)
+    return server, app, url
+
+
+def serve(runtime, stop) -> None:
+    """`--transport http`: listen, announce the URL on stderr, run until `stop` is set."""
+    server, app, url = listen(runtime)
+    print(f"troupe: serving {url}", file=sys.__stderr__, flush=True)
+    logger.info("serving MCP at {} (legacy SSE at {})", url, url[:-4] + "/sse")
+    try:
+        stop.wait()
+    finally:
+        app.close()
+        server.stop(timeout=1.0)
+
+
+class _ErrorLog:
+    """pywsgi's error log into loguru (it writes tracebacks for broken connections)."""
+
+    def write(self, text: str) -> None:
+        text = text.strip()
+        if text:
+            logger.debug("http: {}", text[:500])
+
+    def flush(self) -> None:
+        pass

@@ -1,0 +1,121 @@
+"""Client config formats: locations, parsing (JSON and JSONC), limits, entry → ServerConfig."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actors.discovery.settings import ALL_PROVIDERS, parse
+from actors.discovery.sources import (MAX_FILE_BYTES, Location, SourceError, entries, entry_to_config, locations,
+                                      parse_json, read_limited, strip_jsonc)
+
+
+def test_locations_cover_every_client_at_user_and_project_level(tmp_path):
+    home, proj = tmp_path / "h", tmp_path / "p"
+    found = {(loc.provider, str(loc.path.relative_to(home if loc.scope == "user" else proj)))
+             for loc in locations(home, proj)}
+    expected = {
+        ("claude_desktop", ".config/Claude/claude_desktop_config.json"),
+        ("claude_desktop", "Library/Application Support/Claude/claude_desktop_config.json"),
+        ("claude_desktop", "AppData/Roaming/Claude/claude_desktop_config.json"),
+        ("claude_code", ".claude.json"), ("claude_code", ".mcp.json"), ("claude_code", ".claude/settings.json"),
+        ("cursor", ".cursor/mcp.json"), ("vscode", ".vscode/mcp.json"),
+        ("windsurf", ".codeium/windsurf/mcp_config.json"), ("troupe", ".config/troupe/registry.json"),
+    }
+    assert expected <= found
+
+
+def test_windows_claude_desktop_uses_appdata(tmp_path):
+    locs = locations(tmp_path / "h", None, appdata=str(tmp_path / "roaming"))
+    assert any(loc.path == tmp_path / "roaming" / "Claude" / "claude_desktop_config.json" for loc in locs)
+
+
+def test_claude_json_yields_user_and_per_project_servers(tmp_path):
+    loc = Location("claude_code", tmp_path / ".claude.json", "user", "claude_json")
+    data = {"mcpServers": {"a": {"command": "a"}},
+            "projects": {"/p1": {"mcpServers": {"b": {"command": "b"}}}, "/p2": {"history": []}}}
+    got = list(entries(loc, data))
+    assert [(e.name, e.project) for e in got] == [("a", None), ("b", "/p1")]
+    assert "project:/p1" in got[1].tags
+
+
+def test_vscode_reads_servers_key_not_mcpservers(tmp_path):
+    loc = Location("vscode", tmp_path / "mcp.json", "project", "servers", str(tmp_path))
+    got = list(entries(loc, {"servers": {"v": {"command": "v"}}, "mcpServers": {"no": {"command": "n"}}}))
+    assert [e.name for e in got] == ["v"]
+
+
+def test_top_level_that_is_not_an_object_is_an_error(tmp_path):
+    with pytest.raises(SourceError):
+        list(entries(Location("cursor", tmp_path / "x", "user", "mcpServers"), ["not", "a", "dict"]))
+
+
+def test_jsonc_comments_and_trailing_commas_are_accepted_but_strings_are_kept():
+    text = '{\n // note\n "url": "http://x//y", /* block */ "a": [1, 2,],\n}'
+    assert json.loads(strip_jsonc(text)) == {"url": "http://x//y", "a": [1, 2]}
+
+
+def test_broken_json_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.json"
+    with pytest.raises(SourceError, match=r"bad\.json:4:\d+: not valid JSON"):
+        parse_json(path, b'{\n /* a\n comment */ "mcpServers": {\n "x": oops\n}}')
+
+
+def test_oversized_file_is_refused_without_reading_it_all(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    with pytest.raises(SourceError, match="limit"):
+        read_limited(path, MAX_FILE_BYTES)
+    assert read_limited(path, MAX_FILE_BYTES + 10) == b" " * (MAX_FILE_BYTES + 1)
+
+
+def test_entry_keeps_env_cwd_headers_and_type(tmp_path):
+    cfg = entry_to_config("s", {"command": "srv", "args": ["--x"], "env": {"K": "v"}, "cwd": "/tmp"}, "f.json")
+    assert (cfg.transport, cfg.stdio.command, cfg.stdio.args, dict(cfg.stdio.env), cfg.stdio.work_dir) == \
+        ("stdio", "srv", ("--x",), {"K": "v"}, "/tmp")
+    sse = entry_to_config("r", {"type": "sse", "url": "http://h/sse", "headers": {"A": "b"}}, "f.json")
+    assert (sse.transport, sse.http.url, dict(sse.http.headers)) == ("sse", "http://h/sse", {"A": "b"})
+    assert entry_to_config("h", {"type": "http", "url": "http://h/mcp"}, "f").transport == "streamable-http"
+    assert entry_to_config("w", {"serverUrl": "http://h/mcp"}, "f").transport == "streamable-http"
+    assert entry_to_config("d", {"command": "x", "disabled": True}, "f").enabled is False
+
+
+def test_project_servers_run_in_the_project_unless_cwd_is_given(tmp_path):
+    assert entry_to_config("s", {"command": "x"}, "f", project=str(tmp_path)).stdio.work_dir == str(tmp_path)
+    assert entry_to_config("s", {"command": "x", "cwd": "/tmp"}, "f", project=str(tmp_path)).stdio.work_dir == "/tmp"
+
+
+def test_vscode_workspace_folder_is_substituted(tmp_path):
+    cfg = entry_to_config("n", {"command": "node", "args": ["${workspaceFolder}/a.js", "${input:key}"]}, "f",
+                          project="/proj", vscode=True)
+    assert cfg.stdio.args == ("/proj/a.js", "${input:key}")
+
+
+@pytest.mark.parametrize("spec", [{"args": ["x"]}, {"command": 3}, {"url": "ftp://x"}, "nope"])
+def test_invalid_entry_is_a_value_error_naming_the_file(spec):
+    with pytest.raises(ValueError, match="cfg.json: bad"):
+        entry_to_config("bad", spec, "cfg.json")
+
+
+def test_invalid_env_value_error_never_echoes_the_value():
+    with pytest.raises(ValueError) as err:
+        entry_to_config("s", {"command": "x", "env": {"TOKEN": {"nested": "sekrit"}}}, "f")
+    assert "sekrit" not in str(err.value)
+
+
+def test_settings_defaults_and_overrides(tmp_path):
+    s = parse({}, home=str(tmp_path), project_root=str(tmp_path / "p"))
+    assert s.providers == ALL_PROVIDERS and s.store == "memory" and s.path_auto_connect is False
+    assert s.path_timeout == 2.0 and s.max_file_bytes == MAX_FILE_BYTES and s.health.interval == 60.0
+    s = parse({"home": "/from/settings", "store": "sqlite", "store_path": "~/x.db",
+               "path_probe": {"allowlist": ["my-server"], "auto_connect": True}}, project_root="/p")
+    assert s.home == "/from/settings" and s.store_path == str(Path("/from/settings/x.db"))
+    assert s.path_allowlist == ("my-server",) and s.path_auto_connect is True
+
+
+@pytest.mark.parametrize("bad", [{"store": "redis"}, {"providers": ["nope"]}, {"interval": "soon"},
+                                 {"path_probe": {"allowlist": [1]}}, {"health": []}])
+def test_bad_settings_are_clear_errors(bad):
+    with pytest.raises(ValueError, match="discovery"):
+        parse(bad, home="/h", project_root="/p")
