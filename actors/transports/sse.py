@@ -15,8 +15,8 @@ import requests
 import sseclient
 from loguru import logger
 
-from actors.protocol import jsonrpc
-from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
+from ..protocol import jsonrpc
+from .base import OnClosed, OnMessage, TransportError, TransportGarbage
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # sseclient's default reader iterates the response, and urllib3 fills a whole
@@ -167,9 +167,6 @@ class HttpTransportBase:
 
     def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
                  on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
-        parts = urlsplit(url)
-        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            raise TransportError(f"{name}: not an http(s) URL: {safe_url(url)}")
         self.name = name
         self.url = url
         self._headers = dict(headers)
@@ -198,6 +195,13 @@ class HttpTransportBase:
 
     def describe(self) -> dict:
         return {"url": safe_url(self.url)}
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise TransportError(f"{self.name}: transport closed")
+        parts = urlsplit(self.url)
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            raise TransportError(f"{self.name}: not an http(s) URL: {safe_url(self.url)}")
 
     def close(self) -> None:
         self._release()
@@ -307,7 +311,8 @@ class SseTransport(HttpTransportBase):
         self._opened = False
 
     def open(self) -> None:
-        if self._opened or self._closing:
+        self._check_open()
+        if self._opened:
             raise TransportError(f"{self.name}: open() called twice")
         self._opened = True
         self._greenlets.spawn(self._read_stream)

@@ -9,16 +9,15 @@ import requests
 import sseclient
 from loguru import logger
 
-from actors.protocol import jsonrpc
-from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
-from actors.transports.sse import (
+from ..protocol import jsonrpc
+from .base import OnClosed, OnMessage, TransportGarbage
+from .sse import (
     DEFAULT_CONNECT_TIMEOUT,
     JSON_MEDIA_TYPE,
     POST_READ_TIMEOUT,
     SSE_MEDIA_TYPE,
     HttpTransportBase,
     StreamCursor,
-    backoff,
     describe_exc,
     error_detail,
     media_type,
@@ -81,8 +80,7 @@ class StreamableHttpTransport(HttpTransportBase):
     def open(self) -> None:
         # Nothing to connect before the initialize POST: a server that is down
         # shows up as a synthetic error answer to that request.
-        if self._closing:
-            raise TransportError(f"{self.name}: transport closed")
+        self._check_open()
 
     def set_protocol_version(self, version: str) -> None:
         self._protocol_version = version
@@ -153,7 +151,7 @@ class StreamableHttpTransport(HttpTransportBase):
             return f"unexpected Content-Type {kind or 'none'}", status
         if answered or self._gone:
             return None
-        return "the response stream ended before the answer", status
+        return "the response ended before the answer", status
 
     def _capture_session(self, resp: requests.Response) -> None:
         session_id = resp.headers.get(SESSION_HEADER)
@@ -169,7 +167,8 @@ class StreamableHttpTransport(HttpTransportBase):
         try:
             body = resp.content
         except requests.RequestException as exc:
-            self._log.warning("reading the answer to {} failed: {}", message["method"], describe_exc(exc))
+            if not self._closing:
+                self._log.warning("reading the answer to {} failed: {}", message["method"], describe_exc(exc))
             return False
         for item in parse_payload(body):
             if isinstance(item, TransportGarbage):

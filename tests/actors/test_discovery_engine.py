@@ -1,9 +1,9 @@
 from gevent import monkey
 monkey.patch_all()
-"""DiscoveryEngine with real providers over every client's files and a temp PATH."""  # noqa: E402
-from __future__ import annotations  # noqa: E402
+# DiscoveryEngine with real providers over every client's files and a temp PATH.
 
 import json  # noqa: E402
+import os  # noqa: E402
 
 import pykka  # noqa: E402
 import pytest  # noqa: E402
@@ -13,6 +13,7 @@ from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import (GetDiscoveryStatus, ListServices, RunDiscovery,  # noqa: E402
                                        ServicesChanged)
 from actors.discovery.providers.base import ProviderActor  # noqa: E402
+from actors.discovery.providers.files import FileProvider  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 from tests.unit.test_discovery_fixtures import (SECRET_ENV, SECRET_HEADER, build_path, build_tree,  # noqa: E402
                                                 script, write_json)
@@ -58,7 +59,7 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path, monkeypatch):
     tree = build_tree(tmp_path)
-    monkeypatch.setenv("PATH", f"{tree.path}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("PATH", os.pathsep.join([tree.path, os.environ["PATH"]]))
     h = Harness(tree)
     yield h
     pykka.ActorRegistry.stop_all()
@@ -146,8 +147,8 @@ keys = sorted(k for k in os.environ if not k.startswith("LC_"))
 json.dump({{"env": keys, "stdin": sys.stdin.read()}}, open({str(report_file)!r}, "w"))
 print("an MCP server")
 """)
-    script(tree.bin / "mcp-server-hang", f"""import subprocess, time
-p = subprocess.Popen(["sleep", "60"])
+    script(tree.bin / "mcp-server-hang", f"""import subprocess, sys, time
+p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 open({str(pid_file)!r}, "w").write(str(p.pid))
 time.sleep(60)
 """)
@@ -191,18 +192,17 @@ def test_slow_provider_is_skipped_and_the_others_still_count(harness):
 
 
 def test_a_failing_provider_is_reported_and_the_others_still_count(harness, monkeypatch):
-    def broken(self):
-        raise RuntimeError("disk on fire")
-    monkeypatch.setattr("actors.discovery.providers.files.FileProvider.scan",
-                        lambda self: broken(self) if self.provider == "cursor" else _real_scan(self))
+    real_scan = FileProvider.scan
+
+    def scan(self):
+        if self.provider == "cursor":
+            raise RuntimeError("disk on fire")
+        return real_scan(self)
+    monkeypatch.setattr(FileProvider, "scan", scan)
     engine = harness.start()
     report = ask(engine, RunDiscovery)
     assert any("cursor" in e and "disk on fire" in e for e in report.errors)
     assert "linter" in by_name(report.services)
-
-
-from actors.discovery.providers.files import FileProvider  # noqa: E402
-_real_scan = FileProvider.scan
 
 
 def test_watcher_picks_up_edits_creations_and_deletions(harness):

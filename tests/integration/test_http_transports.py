@@ -391,16 +391,23 @@ def _json(start_response, status, body, headers=()):
     return [data]
 
 
-def test_fake_streamable_server_headers_batches_and_405(made):
-    seen = []
+def test_fake_streamable_server_headers_batches_get_stream(made):
+    seen, gets = [], []  # every request's (method, rpc, headers…); each GET's (time, Last-Event-ID)
 
     def app(environ, start_response):
         method = environ["REQUEST_METHOD"]
         body = json.loads(environ["wsgi.input"].read() or b"null")
         seen.append((method, (body or {}).get("method"), environ.get("HTTP_X_TROUPE_TEST"),
                      environ.get("HTTP_MCP_SESSION_ID"), environ.get("HTTP_MCP_PROTOCOL_VERSION")))
+        if method == "GET":
+            gets.append((time.monotonic(), environ.get("HTTP_LAST_EVENT_ID")))
+            if len(gets) > 1:  # the reconnect: refuse, which must end the GET stream for good
+                start_response("405 Method Not Allowed", [("Content-Length", "0")])
+                return [b""]
+            start_response("200 OK", [("Content-Type", "text/event-stream")])
+            return [b'id: e1\nretry: 300\ndata: {"jsonrpc":"2.0","method":"notifications/unasked"}\n\n']
         if method != "POST":
-            start_response("405 Method Not Allowed" if method == "GET" else "200 OK", [("Content-Length", "0")])
+            start_response("200 OK", [("Content-Length", "0")])
             return [b""]
         rpc = body.get("method")
         if rpc == "initialize":
@@ -411,14 +418,24 @@ def test_fake_streamable_server_headers_batches_and_405(made):
                                                     jsonrpc.result(body["id"], {"ok": True})])
         if rpc == "garbage":
             return _json(start_response, "200 OK", b"{not json")
+        if rpc == "no-answer":  # a stream without event ids cannot be resumed
+            start_response("200 OK", [("Content-Type", "text/event-stream")])
+            return [b'data: {"jsonrpc":"2.0","method":"notifications/message"}\n\n']
         start_response("202 Accepted", [("Content-Length", "0")])
         return [b""]
 
     base = open_fds()
     server = _serve(app)
-    owner = Owner()
+    owner, unasked = Owner(), []
+
+    def on_message(message):  # the GET stream's notification may come at any point
+        if isinstance(message, dict) and message.get("method") == "notifications/unasked":
+            unasked.append(message)
+        else:
+            owner.on_message(message)
+
     t = StreamableHttpTransport(NAME, f"http://127.0.0.1:{server.server_port}/mcp", {"X-Troupe-Test": "yes"},
-                                owner.on_message, owner.on_closed)
+                                on_message, owner.on_closed)
     made.append(t)
     handshake(t, owner)
     t.send(jsonrpc.request(2, "batch"))
@@ -430,12 +447,20 @@ def test_fake_streamable_server_headers_batches_and_405(made):
     t.send(jsonrpc.request(4, "accepted"))  # a request answered with 202 gets an error
     answer, _ = owner.answer(4)
     assert answer["error"]["data"] == {"httpStatus": 202}, answer
-    wait_until(lambda: any(s[0] == "GET" for s in seen), message="a GET stream attempt")
+    t.send(jsonrpc.request(5, "no-answer"))
+    answer, before = owner.answer(5)
+    assert "ended before the answer" in answer["error"]["message"], answer
+    assert before[-1]["method"] == "notifications/message", before
+    # The GET stream delivered its event, ended, and came back after `retry` with Last-Event-ID.
+    wait_until(lambda: unasked, timeout=ANSWER_TIMEOUT, message="the GET stream's notification")
+    wait_until(lambda: len(gets) == 2, timeout=ANSWER_TIMEOUT, message="the GET stream to reconnect")
+    assert gets[0][1] is None and gets[1][1] == "e1", gets
+    assert gets[1][0] - gets[0][0] >= 0.3, "the server's retry was not honoured"
     t.close()
     assert seen[0] == ("POST", "initialize", "yes", None, None), seen[0]
     assert all(s[2] == "yes" for s in seen), "configured header missing"
     assert all(s[3] == "fake-session" and s[4] == LATEST for s in seen[1:]), seen
-    assert [s[0] for s in seen].count("GET") == 1, "405 on GET must stop the GET stream"
+    assert [s[0] for s in seen].count("GET") == 2, "405 on GET must end the GET stream"
     assert seen[-1][0] == "DELETE", seen
     server.stop(timeout=1)
     wait_until(lambda: open_fds() <= base, timeout=CLOSE_BOUND, message="fds back")
@@ -466,22 +491,19 @@ def test_sse_endpoint_checks_and_stream_loss(made):
     plan["/silent"] = ([": just a comment\n\n"], 5)
     plan["/lost"] = (["event: endpoint\ndata: /message?session=1\n\n",
                       'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message"}\n\n'], 1.0)
-    results = {}
-    for path, timeout in (("/foreign", 5), ("/other-port", 5), ("/silent", 0.5)):
+    refused = f"http://127.0.0.1:{free_port()}/sse"
+    for url, timeout, expected in ((root + "/foreign", 5, "another origin"),
+                                   (root + "/other-port", 5, "another origin"),
+                                   (root + "/silent", 0.5, "no endpoint event"),
+                                   (refused, 5, "cannot reach")):
         owner = Owner()
-        t = SseTransport(NAME, root + path, {}, owner.on_message, owner.on_closed, connect_timeout=timeout)
+        t = SseTransport(NAME, url, {}, owner.on_message, owner.on_closed, connect_timeout=timeout)
         made.append(t)
         started = time.monotonic()
-        try:
+        with pytest.raises(TransportError, match=expected):
             t.open()
-        except TransportError as exc:
-            results[path] = str(exc)
-        else:
-            raise AssertionError(f"{path}: open() accepted a bad stream")
         assert time.monotonic() - started < timeout + 1
         assert owner.closed == [] and not t._streams
-    assert "another origin" in results["/foreign"] and "another origin" in results["/other-port"], results
-    assert "no endpoint event" in results["/silent"], results
 
     owner = Owner()
     t = SseTransport(NAME, root + "/lost", {}, owner.on_message, owner.on_closed)

@@ -162,3 +162,40 @@ def pid_alive(pid: int) -> bool:
 
 def monotonic() -> float:
     return time.monotonic()
+
+
+class TroupeHttp:
+    """troupe with --transport http --port 0; the URL is read from its announcement line."""
+
+    def __init__(self, config: Path, *extra_args: str, env: dict | None = None, timeout: float = 30.0):
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "actors.main", "--config", str(config), "--transport", "http", "--port", "0", *extra_args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+            env={**os.environ, **(env or {})})
+        self.stderr: list[str] = []
+        self._url: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        try:
+            self.url = self._url.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            raise AssertionError("troupe did not announce its URL:\n" + "".join(self.stderr[-30:])) from None
+        self.base = self.url[: -len("/mcp")]
+
+    def _read_err(self) -> None:
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace")
+            self.stderr.append(line)
+            if line.startswith("troupe: serving "):
+                self._url.put(line.split()[-1])
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"troupe did not stop within {timeout}s of SIGTERM")
+        return self.proc.returncode

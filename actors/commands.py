@@ -1,0 +1,103 @@
+"""Operator commands: status (table or JSON), check CONFIG, discover."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import orjson
+
+from . import config as config_mod
+
+DEFAULT_URL = os.environ.get("TROUPE_URL", "http://127.0.0.1:8765")
+
+
+def run(command: str, argv: list[str]) -> int:
+    return {"status": status, "check": check, "discover": discover}[command](argv)
+
+
+def status(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="troupe status", description="Show a running troupe's status report.")
+    p.add_argument("--url", default=DEFAULT_URL, help="troupe's HTTP base URL (or its /mcp URL)")
+    p.add_argument("--json", action="store_true", help="print the raw JSON report")
+    p.add_argument("--token", default=os.environ.get("TROUPE_AUTH_TOKEN"), help="bearer token, if one is set")
+    args = p.parse_args(argv)
+    import requests
+    base = args.url.rstrip("/")
+    for suffix in ("/mcp", "/sse", "/status"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    try:
+        resp = requests.get(base + "/status", headers=headers, timeout=10)
+    except requests.RequestException as exc:
+        print(f"troupe status: cannot reach {base}: {exc}", file=sys.stderr)
+        return 2
+    if resp.status_code != 200:
+        print(f"troupe status: {base}/status answered {resp.status_code}: {resp.text[:200]}", file=sys.stderr)
+        return 2
+    report = resp.json()
+    if args.json:
+        print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(render_table(report))
+    return 0 if report.get("ready") else 1
+
+
+def render_table(report: dict) -> str:
+    lines = [f"troupe {report.get('version', '')}  {'READY' if report.get('ready') else 'STARTING'}  "
+             f"uptime {_duration(report.get('uptime_s', 0))}  mode {report.get('mode')}  {report.get('url') or ''}"]
+    cols = ("SERVER", "STATE", "SINCE", "TRANSPORT", "PID/URL", "TOOLS", "RES", "PROMPTS", "INFL", "RESTARTS",
+            "P50 MS", "LAST ERROR")
+    rows = []
+    now = time.time()
+    for s in report.get("servers", []):
+        rows.append((s["name"], s["state"], _duration(now - s.get("since", now)) + " ago", s["transport"],
+                     str(s.get("pid") or s.get("url") or "-"), str(s.get("tools", 0)), str(s.get("resources", 0)),
+                     str(s.get("prompts", 0)), str(s.get("in_flight", 0)), str(s.get("restarts", 0)),
+                     str((s.get("latency_ms") or {}).get("p50") or "-"), (s.get("last_error") or "")[:60]))
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines.append(fmt.format(*cols))
+    lines.extend(fmt.format(*r) for r in rows)
+    if not rows:
+        lines.append("(no servers)")
+    disc = report.get("discovery")
+    if isinstance(disc, dict) and disc:
+        lines.append(f"discovery: {orjson.dumps(disc).decode()[:300]}")
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+
+
+def check(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="troupe check", description="Validate a config file; print every problem.")
+    p.add_argument("config", nargs="?", help="YAML or mcpServers JSON (default: the embedded default)")
+    args = p.parse_args(argv)
+    try:
+        cfg = config_mod.load(args.config)
+    except config_mod.ConfigError as exc:
+        for problem in exc.problems:
+            print(problem)
+        print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
+        return 1
+    print(f"{cfg.path}: OK ({len(cfg.servers)} servers: {', '.join(s.name for s in cfg.servers) or 'none'}; "
+          f"serve {cfg.serve.transport}/{cfg.serve.mode})")
+    return 0
+
+
+def discover(argv: list[str]) -> int:
+    try:
+        from .discovery import cli
+    except ImportError as exc:
+        print(f"troupe discover: discovery is not available: {exc}", file=sys.stderr)
+        return 2
+    return cli.main(argv)

@@ -1,0 +1,131 @@
+"""troupe served over HTTP: SDK clients on both transports, the wire rules, status."""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+
+import pytest
+import requests
+from mcp import Client
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+
+from tests.support import PYTHON, ROOT, wait_until
+from tests.support.troupe import TroupeHttp, server, write_config
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture
+def http_troupe(tmp_path):
+    started = []
+
+    def make(servers, *args, **serve):
+        t = TroupeHttp(write_config(tmp_path, servers, **serve), *args)
+        started.append(t)
+        return t
+    yield make
+    for t in started:
+        assert t.stop() == 0
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_sdk_client_over_streamable_http_and_legacy_sse(http_troupe):
+    t = http_troupe([server("echo", "tests.servers.echo"), server("demo", "tests.servers.fastmcp_demo")], mode="flat")
+
+    async def streamable():
+        async with Client(t.url, mode="legacy") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"echo__echo", "demo__greet", "core_status"} <= names
+            result = await client.call_tool("echo__add", {"a": 1, "b": 2})
+            assert result.structured_content == {"sum": 3}
+            results = await asyncio.gather(*(client.call_tool("echo__echo", {"text": str(i)}) for i in range(20)))
+            assert [r.content[0].text for r in results] == [str(i) for i in range(20)]
+
+    async def legacy_sse():
+        async with sse_client(t.base + "/sse") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                names = {tool.name for tool in (await session.list_tools()).tools}
+                assert "demo__multiply" in names
+                result = await session.call_tool("demo__multiply", {"a": 3, "b": 4})
+                assert result.structured_content == {"result": 12.0}
+    _run(streamable())
+    _run(legacy_sse())
+
+
+def test_wire_rules_sessions_versions_and_notifications(http_troupe):
+    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat")
+    with requests.Session() as s:
+        init = s.post(t.url, json=INIT, headers=ACCEPT, timeout=10)
+        assert init.status_code == 200 and init.headers["Content-Type"].startswith("application/json")
+        sid = init.headers["Mcp-Session-Id"]
+        h = {**ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+        note = s.post(t.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h, timeout=10)
+        assert note.status_code == 202 and note.content == b""
+        listed = s.post(t.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=h, timeout=20)
+        assert any(tool["name"] == "echo__echo" for tool in listed.json()["result"]["tools"])
+        bad_version = s.post(t.url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                             headers={**h, "MCP-Protocol-Version": "1999-01-01"}, timeout=10)
+        assert bad_version.status_code == 400
+        unknown = s.post(t.url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"},
+                         headers={**h, "Mcp-Session-Id": "nope"}, timeout=10)
+        assert unknown.status_code == 404
+        missing = s.post(t.url, json={"jsonrpc": "2.0", "id": 5, "method": "ping"}, headers=ACCEPT, timeout=10)
+        assert missing.status_code == 400
+        garbage = s.post(t.url, data=b"{nope", headers=h, timeout=10)
+        assert garbage.status_code == 400 and garbage.json()["error"]["code"] == -32700
+        assert s.delete(t.url, headers=h, timeout=10).status_code == 200
+        gone = s.post(t.url, json={"jsonrpc": "2.0", "id": 6, "method": "ping"}, headers=h, timeout=10)
+        assert gone.status_code == 404
+
+
+def test_origin_host_and_token_rejections_on_the_wire(http_troupe):
+    t = http_troupe([], auth_token="s3cret-token")
+    auth = {**ACCEPT, "Authorization": "Bearer s3cret-token"}
+    assert requests.post(t.url, json=INIT, headers=ACCEPT, timeout=10).status_code == 401
+    assert requests.post(t.url, json=INIT, headers={**ACCEPT, "Authorization": "Bearer wrong"}, timeout=10).status_code == 401
+    assert requests.get(t.base + "/status", timeout=10).status_code == 401
+    assert requests.post(t.url, json=INIT, headers={**auth, "Origin": "http://evil.example"}, timeout=10).status_code == 403
+    assert requests.post(t.url, json=INIT, headers={**auth, "Host": "evil.example"}, timeout=10).status_code == 403
+    ok = requests.post(t.url, json=INIT, headers={**auth, "Origin": "http://localhost:3000"}, timeout=10)
+    assert ok.status_code == 200
+    assert "s3cret-token" not in "".join(t.stderr)
+
+
+def test_status_endpoint_and_cli(http_troupe):
+    t = http_troupe([server("echo", "tests.servers.echo"), server("broken", "tests.servers.crash_on_start")])
+    wait_until(lambda: requests.get(t.base + "/status", timeout=5).json()["ready"], 20, message="ready")
+    report = requests.get(t.base + "/status", timeout=5).json()
+    assert report["url"] == t.url and report["uptime_s"] > 0
+    by_name = {s["name"]: s for s in report["servers"]}
+    assert by_name["echo"]["state"] == "ready" and by_name["echo"]["pid"]
+    assert by_name["broken"]["state"] in ("backoff", "failed", "starting")
+    one = requests.get(t.base + "/status/servers/echo", timeout=5)
+    assert one.status_code == 200 and one.json()["name"] == "echo"
+    assert requests.get(t.base + "/status/servers/nope", timeout=5).status_code == 404
+    table = subprocess.run([PYTHON, "-m", "actors.main", "status", "--url", t.url], cwd=ROOT,
+                           capture_output=True, text=True, timeout=30)
+    assert "echo" in table.stdout and "ready" in table.stdout and "SERVER" in table.stdout
+    raw = subprocess.run([PYTHON, "-m", "actors.main", "status", "--url", t.base, "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=30)
+    assert json.loads(raw.stdout)["servers"][0]["name"] == "echo"
+
+
+def test_events_stream_shows_state_changes(http_troupe):
+    t = http_troupe([server("echo", "tests.servers.echo")])
+    with requests.get(t.base + "/events", stream=True, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        seen = []
+        for raw in resp.iter_lines():
+            if raw.startswith(b"data: "):
+                seen.append(json.loads(raw[6:]))
+                if any(e["type"] == "ServerStateChanged" and e.get("new") == "ready" for e in seen):
+                    break
+        assert any(e["type"] == "ServerStateChanged" for e in seen)
