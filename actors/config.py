@@ -101,6 +101,7 @@ class ServeConfig:
     allowed_origins: tuple = ()
     allowed_hosts: tuple = ()
     startup_wait: float = 10.0
+    json_response: bool = False  # Streamable HTTP: answer with JSON even when the client takes SSE
 
     def __repr__(self) -> str:
         return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "
@@ -395,7 +396,7 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         check.fail("serve", "must be a mapping")
         return ServeConfig()
     check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
-                              "allowed_origins", "allowed_hosts", "startup_wait"}, "serve")
+                              "allowed_origins", "allowed_hosts", "startup_wait", "json_response"}, "serve")
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
@@ -415,4 +416,5 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         port=port, auth_token=token,
         allowed_origins=tuple(check.typed(data, "allowed_origins", "serve", list, []) or ()),
         allowed_hosts=tuple(check.typed(data, "allowed_hosts", "serve", list, []) or ()),
-        startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0))
+        startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0),
+        json_response=check.typed(data, "json_response", "serve", bool, False))

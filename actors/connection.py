@@ -10,9 +10,10 @@ import pykka
 from loguru import logger
 
 from .config import ServerConfig
+from .events import ResourceUpdated, ServerLogged
 from .messages import (CancelForward, ConnectionCounts, ConnectionDegraded, ConnectionFailed,
                        ConnectionReady, Forward, Inbound, NotifyUpstream, PublishServer, RequestTimedOut,
-                       TransportClosed, UpstreamError)
+                       SetLogLevel, TransportClosed, UpstreamError)
 from .protocol import jsonrpc, mcp
 from .stats import ServerStats
 from .transports.base import TransportError, TransportGarbage
@@ -49,13 +50,16 @@ class _Pending:
 class Connection(pykka.ThreadingActor):
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
                  registry: pykka.ActorRef, stats: ServerStats, *,
-                 transport_factory=make_transport, client_capabilities: dict | None = None) -> None:
+                 transport_factory=make_transport, client_capabilities: dict | None = None,
+                 bus=None, shared: dict | None = None) -> None:
         super().__init__()
         self.config, self.generation = config, generation
         self.supervisor, self.registry, self.stats = supervisor, registry, stats
         self.log = logger.bind(server=config.name)
         self._factory = transport_factory
         self._client_caps = client_capabilities or {}
+        self.bus = bus
+        self.shared = shared if shared is not None else {}  # settings all upstreams follow (log level)
         self.transport = None
         self._next_id = 0
         self._pending: dict[int, _Pending] = {}
@@ -121,6 +125,8 @@ class Connection(pykka.ThreadingActor):
                 self._timed_out(rid)
             case CancelForward():
                 self._cancel(message)
+            case SetLogLevel(level=level):
+                self._set_log_level(level)
             case NotifyUpstream(method=method, params=params):
                 self._send(jsonrpc.notification(method, params))
             case TransportClosed(reason=reason):
@@ -269,7 +275,12 @@ class Connection(pykka.ThreadingActor):
             if self._ready:
                 self._list(mcp.LIST_CHANGED[method])
         elif method == "notifications/message":
-            self.log.info("server log [{}]: {}", params.get("level"), str(params.get("data"))[:500])
+            if self.bus is not None:
+                self.bus.publish(ServerLogged(self.config.name, str(params.get("level") or "info"),
+                                              params.get("logger"), params.get("data")))
+        elif method == "notifications/resources/updated":
+            if self.bus is not None and isinstance(params.get("uri"), str):
+                self.bus.publish(ResourceUpdated(self.config.name, params["uri"]))
         elif method != "notifications/cancelled":
             self.log.debug("unhandled notification {}", method)
 
@@ -332,10 +343,20 @@ class Connection(pykka.ThreadingActor):
         if not self._ready:
             self._ready = True
             self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
+            if self.shared.get("log_level"):
+                self._set_log_level(self.shared["log_level"])
             self.supervisor.tell(ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
                                                  self.describe()))
         else:
             self.supervisor.tell(ConnectionCounts(self.config.name, self.generation, *counts))
+
+    def _set_log_level(self, level: str) -> None:
+        if self._ready and "logging" in self.capabilities:
+            self._request("logging/setLevel", {"level": level}, self._log_level_set, timeout=self.config.timeout)
+
+    def _log_level_set(self, outcome) -> None:
+        if isinstance(outcome, UpstreamError):
+            self.log.debug("logging/setLevel refused: {}", outcome.message)
 
     # ---------------------------------------------------------------- failure
 

@@ -87,8 +87,20 @@ class StartupSettled(Event):
 
 @dataclass(frozen=True, slots=True)
 class ResourceUpdated(Event):
+    """An upstream sent notifications/resources/updated for `uri` (its own URI)."""
+
     server: str
     uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLogged(Event):
+    """An upstream sent notifications/message; sessions relay it by their own level."""
+
+    server: str
+    level: str
+    logger: str | None = None
+    data: object = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,9 @@ class HealthChecker(pykka.ThreadingActor):
         self._is_connected = is_connected or (lambda name: False)
         self._first_delay = first_check_delay
         self._probe = probe or default_probe
-        self._pool = gevent.pool.Pool(max(1, concurrency))
+        self._concurrency = max(1, concurrency)
+        self._running = 0  # probes whose _ProbeDone has not arrived yet
+        self._probes = gevent.pool.Group()
         self._configs: dict = {}
         self._health: dict[str, dict] = {}
         self._queue: deque[str] = deque()
@@ -100,7 +102,7 @@ class HealthChecker(pykka.ThreadingActor):
         for timer in self._timers:
             timer.kill(block=False)
         # bounded: each probe's `finally` closes its transport (and kills its child)
-        self._pool.kill(block=True, timeout=STOP_TIMEOUT)
+        self._probes.kill(block=True, timeout=STOP_TIMEOUT)
         for req in self._requests:
             fail(req.reply, RuntimeError("health checker stopped"))
         self._requests = []
@@ -177,12 +179,14 @@ class HealthChecker(pykka.ThreadingActor):
             return False
 
     def _pump(self) -> None:
-        # spawn only into free slots: Pool.spawn on a full pool would block the actor
-        while self._queue and self._pool.free_count() > 0:
+        # counted by our own messages, not a Pool: a full Pool.spawn would block the actor,
+        # and a finished probe's greenlet still holds its slot while it tells us the result
+        while self._queue and self._running < self._concurrency:
             name = self._queue.popleft()
             gen = next(self._generations)
             self._in_flight[name] = gen
-            self._pool.spawn(self._run_probe, name, gen, self._configs[name])
+            self._running += 1
+            self._probes.spawn(self._run_probe, name, gen, self._configs[name])
 
     def _run_probe(self, name: str, gen: int, config) -> None:
         try:
@@ -192,6 +196,7 @@ class HealthChecker(pykka.ThreadingActor):
         self._tell(_ProbeDone(name, gen, bool(healthy), str(detail), int(tools or 0)))
 
     def _probe_done(self, done: _ProbeDone) -> None:
+        self._running -= 1
         if self._in_flight.get(done.name) != done.generation:
             self._pump()
             return  # the service went away or changed while it was probed

@@ -80,6 +80,13 @@ class NotifyUpstream:
 
 
 @dataclass(frozen=True, slots=True)
+class SetLogLevel:
+    """Ask the upstream (if it declared `logging`) to log at this level."""
+
+    level: str
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """A message (or TransportGarbage) read by the transport's reader greenlet."""
 

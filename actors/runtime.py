@@ -17,6 +17,7 @@ from .policy import Policy
 from .registry import CatalogueBox, Registry
 from .supervisor import CALLABLE_STATES, BACKOFF, FAILED, Supervisor, SetUrl
 
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
 STOP_DEADLINE = 4.5
 
@@ -37,6 +38,9 @@ class Runtime:
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = None
         self._stopped = False
+        self.shared: dict = {}  # settings every connection follows (upstream log level)
+        self._log_levels: dict[str, str] = {}  # session → level it asked for
+        self._subscriptions: dict[tuple[str, str], int] = {}  # (server, upstream uri) → subscribers
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -45,7 +49,7 @@ class Runtime:
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=self.directory,
-                                           settled=self.settled)
+                                           settled=self.settled, shared=self.shared)
         if self._discovery_enabled():
             self._start_discovery()
         return self
@@ -114,6 +118,42 @@ class Runtime:
         if child.state == FAILED:
             return None, f"server {server} has failed{detail}"
         return None, f"server {server} is {child.state}{detail}"
+
+    def passthrough_server(self) -> str | None:
+        """The one server with no prefix, if exactly one: names no tool matches go to it.
+
+        With a single unprefixed backend troupe is a transparent front: the backend
+        itself answers for names it does not list (tools it added but has not announced).
+        """
+        bare = [s.name for s in self.config.servers if s.effective_prefix == ""]
+        return bare[0] if len(bare) == 1 else None
+
+    # ---------------------------------------------------------------- cross-session settings
+
+    def set_log_level(self, session: str, level: str | None) -> None:
+        """Upstreams log at the most verbose level any session asked for; sessions filter."""
+        if level is None:
+            self._log_levels.pop(session, None)
+        else:
+            self._log_levels[session] = level
+        wanted = min(self._log_levels.values(), key=LOG_LEVELS.index, default=None)
+        if wanted is None or wanted == self.shared.get("log_level"):
+            return
+        self.shared["log_level"] = wanted
+        from .messages import SetLogLevel
+        for child in list(self.directory.values()):
+            if child.callable:
+                child.ref.tell(SetLogLevel(wanted))
+
+    def count_subscription(self, server: str, uri: str, delta: int) -> int:
+        """Subscribers of one upstream resource after this change (upstream only sees 0↔1)."""
+        key = (server, uri)
+        n = max(0, self._subscriptions.get(key, 0) + delta)
+        if n:
+            self._subscriptions[key] = n
+        else:
+            self._subscriptions.pop(key, None)
+        return n
 
     # ---------------------------------------------------------------- asks (edge code only)
 

@@ -10,12 +10,14 @@ from loguru import logger
 
 from . import coretools, metatools
 from .catalogue import Catalogue
+from .events import ResourceUpdated, ServerLogged
 from .messages import CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, UpstreamError
 from .protocol import jsonrpc, mcp
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "resources": "notifications/resources/list_changed",
                        "prompts": "notifications/prompts/list_changed"}
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _session_ids = itertools.count(1)
 
 
@@ -42,18 +44,26 @@ class Session(pykka.ThreadingActor):
         # client request id → server, so a client's cancellation reaches the right upstream
         self._inflight: dict[Any, str] = {}
         self._after_wait = False
+        self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
+        self._subscribed: dict[tuple[str, str], str] = {}  # (server, upstream uri) → URI the client used
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
-        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged",))
+        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated"))
 
     def on_stop(self) -> None:
         self.rt.bus.unsubscribe(self.key)
         self._cancel_all("client disconnected")
+        self.rt.set_log_level(self.key, None)
+        for server, uri in list(self._subscribed):
+            self._drop_subscription(server, uri)
 
     def _on_event(self, event) -> None:  # runs in the bus greenlet: only a tell
         try:
-            self.actor_ref.tell(CatalogueUpdated(event.lists, event.version))
+            if event.kind == "ToolsChanged":
+                self.actor_ref.tell(CatalogueUpdated(event.lists, event.version))
+            else:
+                self.actor_ref.tell(event)
         except pykka.ActorDeadError:
             pass
 
@@ -71,6 +81,12 @@ class Session(pykka.ThreadingActor):
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
                 self._list_changed(lists, version)
+            case ServerLogged():
+                self._relay_log(message)
+            case ResourceUpdated(server=server, uri=uri):
+                exposed = self._subscribed.get((server, uri))
+                if exposed is not None and self.notify is not None:
+                    self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
             case ClientGone(reason=reason):
                 self._cancel_all(reason)
                 self.actor_ref.stop(block=False)
@@ -138,8 +154,10 @@ class Session(pykka.ThreadingActor):
         sink(jsonrpc.result(rid, {
             "protocolVersion": self.protocol_version,
             "capabilities": {"tools": {"listChanged": True},
-                             "resources": {"listChanged": True},
-                             "prompts": {"listChanged": True}},
+                             "resources": {"listChanged": True, "subscribe": True},
+                             "prompts": {"listChanged": True},
+                             "logging": {},
+                             "completions": {}},
             "serverInfo": mcp.SERVER_INFO,
             "instructions": self._instructions()}))
 
@@ -199,6 +217,10 @@ class Session(pykka.ThreadingActor):
         entry = cat.tool(name) if self.mode == "flat" else None
         if entry is None and self._starting_up():
             self._defer(msg, sink)  # its server may still be starting
+            return
+        passthrough = self.rt.passthrough_server() if entry is None and self.mode == "flat" else None
+        if passthrough is not None:
+            self._forward(rid, passthrough, "tools/call", params, sink, _passthrough())
             return
         if entry is None:
             hint = "list_tools or filter_tools" if self.mode == "meta" else "tools/list"
@@ -287,7 +309,7 @@ class Session(pykka.ThreadingActor):
 
     def _resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
-        owner = self.rt.catalogue().resource_owner(uri) if isinstance(uri, str) else None
+        owner = self._resource_owner(uri)
         if owner is None:
             sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
             return
@@ -303,10 +325,101 @@ class Session(pykka.ThreadingActor):
     def _prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")
         entry = self.rt.catalogue().prompt(name) if isinstance(name, str) else None
+        if entry is None and isinstance(name, str) and (bare := self.rt.passthrough_server()) is not None:
+            self._forward(rid, bare, "prompts/get", params, sink, _passthrough())
+            return
         if entry is None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown prompt: {name}"))
             return
         self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, _passthrough())
+
+    def _resource_owner(self, uri) -> tuple[str, str] | None:
+        """(server, upstream URI); an unlisted URI goes to the passthrough server if there is one."""
+        if not isinstance(uri, str):
+            return None
+        owner = self.rt.catalogue().resource_owner(uri)
+        if owner is None and (bare := self.rt.passthrough_server()) is not None:
+            return bare, uri
+        return owner
+
+    def _subscribe(self, rid, params, sink, msg) -> None:
+        uri = params.get("uri")
+        owner = self._resource_owner(uri)
+        if owner is None:
+            sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
+            return
+        server, original = owner
+        if (server, original) in self._subscribed:
+            sink(jsonrpc.result(rid, {}))
+            return
+        if self.rt.count_subscription(server, original, +1) > 1:
+            self._subscribed[(server, original)] = uri  # upstream already sends its updates
+            sink(jsonrpc.result(rid, {}))
+            return
+        subscribed = self._subscribed
+
+        def shape(rid_, outcome):
+            if isinstance(outcome, UpstreamError):
+                self.rt.count_subscription(server, original, -1)
+            else:
+                subscribed[(server, original)] = uri
+            return _passthrough()(rid_, outcome)
+        self._forward(rid, server, "resources/subscribe", {"uri": original}, sink, shape)
+
+    def _unsubscribe(self, rid, params, sink, msg) -> None:
+        uri = params.get("uri")
+        owner = self._resource_owner(uri)
+        if owner is not None and owner in self._subscribed:
+            self._drop_subscription(*owner)
+        sink(jsonrpc.result(rid, {}))
+
+    def _drop_subscription(self, server: str, uri: str) -> None:
+        self._subscribed.pop((server, uri), None)
+        if self.rt.count_subscription(server, uri, -1) == 0:
+            ref = self.rt.connection(server)
+            if ref is not None:
+                ref.tell(Forward("resources/unsubscribe", {"uri": uri}, _ignore))
+
+    def _set_level(self, rid, params, sink, msg) -> None:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}"))
+            return
+        self.log_level = level
+        self.rt.set_log_level(self.key, level)
+        sink(jsonrpc.result(rid, {}))
+
+    def _relay_log(self, event: ServerLogged) -> None:
+        if self.log_level is None or self.notify is None:
+            return
+        level = event.level if event.level in LOG_LEVELS else "info"
+        if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+            return
+        params = {"level": level, "logger": f"{event.server}/{event.logger}" if event.logger else event.server,
+                  "data": event.data}
+        self.notify(jsonrpc.notification("notifications/message", params))
+
+    def _complete(self, rid, params, sink, msg) -> None:
+        ref = params.get("ref")
+        cat = self.rt.catalogue()
+        target = None
+        if isinstance(ref, dict) and ref.get("type") == "ref/prompt":
+            entry = cat.prompt(ref.get("name")) if isinstance(ref.get("name"), str) else None
+            if entry is not None:
+                target = (entry.server, {**params, "ref": {**ref, "name": entry.original}})
+        elif isinstance(ref, dict) and ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+            owner = cat.resource_owner(ref["uri"])
+            for tpl in cat.templates:  # a template's own URI is a valid completion ref too
+                if owner is None and tpl.uri == ref["uri"]:
+                    owner = (tpl.server, tpl.original)
+            if owner is not None:
+                target = (owner[0], {**params, "ref": {**ref, "uri": owner[1]}})
+        if target is None and (bare := self.rt.passthrough_server()) is not None:
+            target = (bare, params)
+        if target is None:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"no prompt or resource matches ref {ref!r}"))
+            return
+        self._forward(rid, target[0], "completion/complete", target[1], sink, _passthrough())
 
     def _discover(self, rid, params, sink, msg) -> None:
         # The stateless 2026-07-28 era is not served yet: clients fall back to initialize.
@@ -352,6 +465,10 @@ def _failure_text(err: UpstreamError) -> str:
     return f"server {err.server} returned error {err.code}: {err.message}"
 
 
+def _ignore(outcome) -> None:
+    pass
+
+
 def _passthrough(transform=None):
     def shape(rid, outcome) -> dict:
         if isinstance(outcome, UpstreamError):
@@ -393,5 +510,9 @@ _METHODS = {
     "resources/read": Session._resources_read,
     "prompts/list": Session._prompts_list,
     "prompts/get": Session._prompts_get,
+    "resources/subscribe": Session._subscribe,
+    "resources/unsubscribe": Session._unsubscribe,
+    "logging/setLevel": Session._set_level,
+    "completion/complete": Session._complete,
     "server/discover": Session._discover,
 }

@@ -59,7 +59,8 @@ class Child:
 class Supervisor(pykka.ThreadingActor):
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
-                 directory: dict | None = None, settled: gevent.event.Event | None = None) -> None:
+                 directory: dict | None = None, settled: gevent.event.Event | None = None,
+                 shared: dict | None = None) -> None:
         super().__init__()
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
         self.transport_factory = transport_factory
@@ -70,6 +71,7 @@ class Supervisor(pykka.ThreadingActor):
         self.url: str | None = None
         self.settled = settled if settled is not None else gevent.event.Event()
         self._initial = tuple(servers)
+        self.shared = shared if shared is not None else {}
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -141,7 +143,8 @@ class Supervisor(pykka.ThreadingActor):
         self._set_state(child, STARTING, "connecting")
         child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry, child.stats,
                                      transport_factory=self.transport_factory,
-                                     client_capabilities=self.client_capabilities)
+                                     client_capabilities=self.client_capabilities, bus=self.bus,
+                                     shared=self.shared)
 
     def _stop_child(self, child: Child, reason: str, state: str = STOPPED, forget: bool = False) -> None:
         """Stop its connection; `forget` also takes its tools out of the catalogue (removal)."""

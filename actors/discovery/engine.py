@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -13,26 +15,21 @@ import pykka
 from loguru import logger
 
 from ..bus import BusClient
-from ..config import SERVER_NAME
 from ..events import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
 from ..health import HealthChecker
-from .identity import identity_of, which_on
-from .merge import REGISTERED, Service, assign_names, diff, merge, summary
+from .identity import which_on
+from . import registration
+from .merge import Service, assign_names, diff, merge, summary
 from .messages import (Discover, DiscoveryReport, GetDiscoveryStatus, ListServices, RegisterServer, RunDiscovery,
                        ServiceRecord, ServicesChanged, SetServices, UnregisterServer, fail, resolve)
 from .providers.files import FileProvider
 from .providers.pathprobe import PathProbeProvider
 from .settings import PATH_PROVIDER, DiscoverySettings, parse
-from .sources import CONFIDENCE_REGISTERED, entry_to_config, locations
+from .sources import locations
 from .store import open_store
 from .watcher import watch
 
 STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
-# What a registration entry may hold (Claude-style, plus name and tags).
-ENTRY_KEYS = frozenset({"name", "command", "args", "env", "cwd", "url", "serverUrl", "type", "transport",
-                        "headers", "tags", "disabled"})
-
-
 @dataclass(frozen=True, slots=True)
 class _CycleDone:
     cycle: int
@@ -130,7 +127,9 @@ class DiscoveryEngine(pykka.ThreadingActor):
     def on_start(self) -> None:
         s = self.settings
         if s.enabled:
-            locs = tuple(locations(s.home, s.project_root))
+            # %APPDATA% belongs to the real user: only used when searching the real home
+            appdata = os.environ.get("APPDATA") if sys.platform == "win32" and s.home == str(Path.home()) else None
+            locs = tuple(locations(s.home, s.project_root, appdata))
             for provider in s.providers:
                 if provider == PATH_PROVIDER:
                     if s.path_enabled:
@@ -289,8 +288,12 @@ class DiscoveryEngine(pykka.ThreadingActor):
             except Exception:  # the owner's trouble must not stop discovery
                 logger.exception("discovery: on_services failed")
         if self._health_ref is not None:
-            # a server the user disabled in their client is never launched, not even to probe it
-            configs = tuple(svc.config(n) for n, svc in sorted(named.items()) if svc.best.config.enabled)
+            # a server the user disabled in their client is never launched, not even to probe it;
+            # and without is_connected our own checker leaves auto-started ones to the supervisor
+            # rather than launching a second copy of each
+            configs = tuple(cfg for cfg in (svc.config(n) for n, svc in sorted(named.items()))
+                            if cfg.enabled and not (self._own_health and self._is_connected is None
+                                                    and cfg.auto_start))
             try:
                 self._health_ref.tell(SetServices(configs))
             except pykka.ActorDeadError:
@@ -299,31 +302,12 @@ class DiscoveryEngine(pykka.ThreadingActor):
     # ---------------------------------------------------------------- registration
 
     def _registration(self, name: str, entry: Mapping) -> ServiceRecord:
-        unknown = set(entry) - ENTRY_KEYS
-        if unknown:
-            raise ValueError(f"{name}: unknown key(s) {', '.join(sorted(unknown))} "
-                             f"(allowed: {', '.join(sorted(ENTRY_KEYS))})")
-        tags = entry.get("tags") or []
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise ValueError(f"{name}: tags must be a list of strings")
-        spec = {k: v for k, v in entry.items() if k not in ("name", "tags")}
-        cfg = entry_to_config(name, spec, self._store_label, home=self.settings.home)
-        return ServiceRecord(provider=REGISTERED, file=self._store_label, name=name,
-                             identity=identity_of(cfg, self._which), confidence=CONFIDENCE_REGISTERED,
-                             config=cfg, tags=frozenset({REGISTERED, *tags}),
-                             auto_connect=self.settings.auto_registered)
+        return registration.record(name, entry, store_label=self._store_label, home=self.settings.home,
+                                   which=self._which, auto_connect=self.settings.auto_registered)
 
     def _register(self, entry: Any, reply) -> None:
         try:
-            if not isinstance(entry, Mapping):
-                raise ValueError("a registration is a mapping with name and command or url")
-            name = entry.get("name")
-            if not isinstance(name, str) or not SERVER_NAME.match(name):
-                raise ValueError(f"name {name!r} must match {SERVER_NAME.pattern}")
-            if name in self._reserved:
-                raise ValueError(f"name {name!r} is used by a server in the main config")
-            plain = {k: (list(v) if isinstance(v, (list, tuple)) else dict(v) if isinstance(v, Mapping) else v)
-                     for k, v in entry.items() if k != "name"}
+            name, plain = registration.validate(entry, self._reserved)
             record = self._registration(name, plain)
         except ValueError as exc:
             fail(reply, exc)

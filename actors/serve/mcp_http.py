@@ -116,6 +116,11 @@ class McpHttp:
         headers = [("Mcp-Session-Id", hs.id)]
         replies: gevent.queue.Queue = gevent.queue.Queue()
         hs.ref.tell(ClientMessage(msg, replies.put))
+        if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
+            # An SSE reply, as the reference servers give: progress, logs and server→client
+            # requests of this call travel on it ahead of the answer.
+            return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers], \
+                _until_answer(None, replies, msg["id"])
         try:
             first = replies.get(timeout=REPLY_TIMEOUT)
         except gevent.queue.Empty:
@@ -192,12 +197,13 @@ def _answers(message: dict, rid) -> bool:
     return "method" not in message and message.get("id") == rid
 
 
-def _until_answer(first: dict, replies: gevent.queue.Queue, rid) -> Iterator[bytes]:
+def _until_answer(first: dict | None, replies: gevent.queue.Queue, rid) -> Iterator[bytes]:
     message = first
     while True:
-        yield sse.event(message, name="message")
-        if _answers(message, rid):
-            return
+        if message is not None:
+            yield sse.event(message, name="message")
+            if _answers(message, rid):
+                return
         try:
             message = replies.get(timeout=REPLY_TIMEOUT)
         except gevent.queue.Empty:
