@@ -13,6 +13,7 @@ import pykka
 from loguru import logger
 
 from .bus import BusClient
+from .config import ServerConfig
 from .discovery.messages import CheckHealth, GetHealth, SetServices, fail, resolve
 from .discovery.probe import probe as default_probe
 from .events import HealthChanged
@@ -55,12 +56,14 @@ class HealthChecker(pykka.ThreadingActor):
 
     A service the supervisor has connected (is_connected(name) is true) is healthy by
     that fact and is never probed. is_connected must not block: read a snapshot.
+    `scheduled(config)` picks the services the schedule probes (default all); a
+    CheckHealth request probes whatever it names.
     """
 
     def __init__(self, bus: BusClient, *, interval: float = DEFAULT_INTERVAL, timeout: float = DEFAULT_TIMEOUT,
                  concurrency: int = DEFAULT_CONCURRENCY, is_connected: Callable[[str], bool] | None = None,
-                 first_check_delay: float = FIRST_CHECK_DELAY,
-                 probe: Callable | None = None) -> None:
+                 first_check_delay: float = FIRST_CHECK_DELAY, probe: Callable | None = None,
+                 scheduled: Callable[[ServerConfig], bool] | None = None) -> None:
         super().__init__()
         self._bus = bus
         self._interval = interval
@@ -68,6 +71,7 @@ class HealthChecker(pykka.ThreadingActor):
         self._is_connected = is_connected or (lambda name: False)
         self._first_delay = first_check_delay
         self._probe = probe or default_probe
+        self._scheduled = scheduled or (lambda config: True)
         self._concurrency = max(1, concurrency)
         self._running = 0  # probes whose _ProbeDone has not arrived yet
         self._probes = gevent.pool.Group()
@@ -118,7 +122,8 @@ class HealthChecker(pykka.ThreadingActor):
             case GetHealth(reply=reply):
                 resolve(reply, {n: dict(self._state(n)) for n in sorted(self._configs)})
             case _Tick(names=names):
-                self._enqueue(names if names is not None else tuple(self._configs))
+                due = names if names is not None else tuple(self._configs)
+                self._enqueue(tuple(n for n in due if n in self._configs and self._scheduled(self._configs[n])))
             case _ProbeDone():
                 self._probe_done(message)
             case _:

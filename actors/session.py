@@ -31,7 +31,7 @@ class _Deferred:
 
 
 class Session(pykka.ThreadingActor):
-    def __init__(self, runtime, notify=None, key: str | None = None) -> None:
+    def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
         super().__init__()
         self.rt = runtime
         self.key = key or f"s{next(_session_ids)}"
@@ -40,7 +40,7 @@ class Session(pykka.ThreadingActor):
         self.client_info: dict = {}
         self.protocol_version = mcp.LATEST
         self.initialized = False
-        self.mode = runtime.config.serve.mode
+        self.mode = mode or runtime.config.serve.mode
         # client request id → server, so a client's cancellation reaches the right upstream
         self._inflight: dict[Any, str] = {}
         self._after_wait = False

@@ -5,8 +5,8 @@ import itertools
 import os
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -17,11 +17,12 @@ from loguru import logger
 from ..bus import BusClient
 from ..events import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
 from ..health import HealthChecker
-from .identity import which_on
 from . import registration
+from .identity import which_on
 from .merge import Service, assign_names, diff, merge, summary
-from .messages import (Discover, DiscoveryReport, GetDiscoveryStatus, ListServices, RegisterServer, RunDiscovery,
-                       ServiceRecord, ServicesChanged, SetServices, UnregisterServer, fail, resolve)
+from .messages import (CheckHealth, Discover, DiscoveryReport, GetDiscoveryStatus, GetHealth, ListServices,
+                       RegisterServer, RunDiscovery, ServiceRecord, ServicesChanged, SetServices, UnregisterServer,
+                       fail, resolve)
 from .providers.files import FileProvider
 from .providers.pathprobe import PathProbeProvider
 from .settings import PATH_PROVIDER, DiscoverySettings, parse
@@ -30,6 +31,8 @@ from .store import open_store
 from .watcher import watch
 
 STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
+
+
 @dataclass(frozen=True, slots=True)
 class _CycleDone:
     cycle: int
@@ -83,6 +86,8 @@ class DiscoveryEngine(pykka.ThreadingActor):
       health: {enabled: true, interval: 60, timeout: 10, concurrency: 4, first_check_delay: 3}
       home, project_root: where the user-level and project-level files are looked for
     Keyword arguments home/project_root win over the settings, which win over $HOME and the cwd.
+    is_connected(name) (non-blocking) lets the checker report connected servers healthy
+    without probing them. CheckHealth and GetHealth sent here are forwarded to the checker.
     """
 
     def __init__(self, settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
@@ -125,6 +130,14 @@ class DiscoveryEngine(pykka.ThreadingActor):
     # ---------------------------------------------------------------- lifecycle
 
     def on_start(self) -> None:
+        try:
+            self._start_children()
+        except Exception:
+            # pykka skips on_stop when on_start fails: do not leave providers behind
+            self._stop_children()
+            raise
+
+    def _start_children(self) -> None:
         s = self.settings
         if s.enabled:
             # %APPDATA% belongs to the real user: only used when searching the real home
@@ -149,10 +162,14 @@ class DiscoveryEngine(pykka.ThreadingActor):
                 self._greenlets.append(gevent.spawn(self._periodic, s.interval))
         self._bus.subscribe(self._token, self.actor_ref.tell, types=(HealthChanged.__name__,))
         if self._health_ref is None and s.health.enabled:
+            # Without is_connected we cannot tell which servers the supervisor runs, so the
+            # schedule leaves auto-started ones to it rather than launch a second copy of each.
+            unknown = self._is_connected is None
             self._own_health = self._health_ref = HealthChecker.start(
                 self._bus, interval=s.health.interval, timeout=s.health.timeout,
                 concurrency=s.health.concurrency, is_connected=self._is_connected,
-                first_check_delay=s.health.first_check_delay)
+                first_check_delay=s.health.first_check_delay,
+                scheduled=(lambda config: not config.auto_start) if unknown else None)
         if self._run_at_start:
             self._request_cycle(None)  # asynchronous: on_start never waits for providers
 
@@ -168,6 +185,13 @@ class DiscoveryEngine(pykka.ThreadingActor):
                 return
 
     def on_stop(self) -> None:
+        self._stop_children()
+        for waiter in self._waiters + self._next_waiters:
+            fail(waiter, RuntimeError("discovery engine stopped"))
+        self._waiters, self._next_waiters = [], []
+        self._store.close()
+
+    def _stop_children(self) -> None:
         self._bus.unsubscribe(self._token)
         for g in self._greenlets:
             g.kill(block=False)
@@ -177,10 +201,6 @@ class DiscoveryEngine(pykka.ThreadingActor):
             pykka.get_all(stops, timeout=STOP_TIMEOUT)
         except pykka.Timeout:
             logger.warning("discovery: some providers did not stop within {}s", STOP_TIMEOUT)
-        for waiter in self._waiters + self._next_waiters:
-            fail(waiter, RuntimeError("discovery engine stopped"))
-        self._waiters, self._next_waiters = [], []
-        self._store.close()
 
     # ---------------------------------------------------------------- messages
 
@@ -203,11 +223,23 @@ class DiscoveryEngine(pykka.ThreadingActor):
                 resolve(reply, self._summaries())
             case GetDiscoveryStatus(reply=reply):
                 resolve(reply, self._status())
+            case CheckHealth() | GetHealth():
+                self._forward_health(message)
             case HealthChanged(service=name, healthy=healthy):
                 if name in self._named:
                     self._health[name] = healthy
             case _:
                 logger.warning("discovery: unknown message {!r}", message)
+
+    def _forward_health(self, message) -> None:
+        """Health questions asked of the engine go to its checker, which answers the caller."""
+        if self._health_ref is None:
+            fail(message.reply, RuntimeError("health checking is off (discovery.health.enabled: false)"))
+            return
+        try:
+            self._health_ref.tell(message)
+        except pykka.ActorDeadError:
+            fail(message.reply, RuntimeError("the health checker has stopped"))
 
     # ---------------------------------------------------------------- cycles
 
@@ -288,12 +320,8 @@ class DiscoveryEngine(pykka.ThreadingActor):
             except Exception:  # the owner's trouble must not stop discovery
                 logger.exception("discovery: on_services failed")
         if self._health_ref is not None:
-            # a server the user disabled in their client is never launched, not even to probe it;
-            # and without is_connected our own checker leaves auto-started ones to the supervisor
-            # rather than launching a second copy of each
-            configs = tuple(cfg for cfg in (svc.config(n) for n, svc in sorted(named.items()))
-                            if cfg.enabled and not (self._own_health and self._is_connected is None
-                                                    and cfg.auto_start))
+            # a server the user disabled in their client is never launched, not even to probe it
+            configs = tuple(svc.config(n) for n, svc in sorted(named.items()) if svc.best.config.enabled)
             try:
                 self._health_ref.tell(SetServices(configs))
             except pykka.ActorDeadError:

@@ -15,7 +15,7 @@ from actors.discovery.messages import ListServices, RunDiscovery  # noqa: E402
 from actors.discovery.probe import probe  # noqa: E402
 from actors.health import CheckHealth, GetHealth, HealthChecker, SetServices  # noqa: E402
 from tests.support import PYTHON, ROOT, wait_until  # noqa: E402
-from tests.unit.test_discovery_fixtures import build_path  # noqa: E402
+from tests.unit.test_discovery_fixtures import build_path, write_json  # noqa: E402
 
 ASK_TIMEOUT = 20.0
 
@@ -178,3 +178,43 @@ def test_engine_feeds_the_checker_and_shows_health(tmp_path, monkeypatch, bus):
         return {s["name"]: s["healthy"] for s in ask(engine, ListServices)}
     wait_until(lambda: None not in health().values(), timeout=20, message="every service checked")
     assert health() == {"mcp-server-echo": True, "weather-mcp": False}
+
+
+def test_engine_passes_is_connected_and_spares_auto_started_servers_without_it(tmp_path, bus):
+    tree = build_path(tmp_path)
+    write_json(tree.home / ".cursor" / "mcp.json", {"mcpServers": {"listed": {"command": "listed-server"}}})
+    settings = {"path_probe": {"path": tree.path}, "interval": 0, "watch": False, "providers": ["path", "cursor"],
+                "health": {"interval": 60, "first_check_delay": 0, "timeout": 10}}
+
+    def start(**kw):
+        return engine_mod.start(settings, bus, lambda change: None, home=str(tree.home),
+                                project_root=str(tree.project), **kw)
+
+    engine = start(is_connected=lambda name: name == "listed")
+    ask(engine, RunDiscovery)
+    wait_until(lambda: by_name(ask(engine, ListServices))["listed"]["healthy"] is True, timeout=20,
+               message="the connected server reported healthy")
+    engine.stop(timeout=10)
+    # without is_connected the engine's own checker never launches a second copy of an
+    # auto-started server; it still probes the manual ones found on PATH
+    engine = start()
+    ask(engine, RunDiscovery)
+    wait_until(lambda: by_name(ask(engine, ListServices))["weather-mcp"]["healthy"] is False, timeout=20,
+               message="weather-mcp probed")
+    assert by_name(ask(engine, ListServices))["listed"]["healthy"] is None
+    # asked explicitly (through the engine, which forwards to its checker), it is probed
+    result = ask(engine, CheckHealth, "listed")
+    assert result["listed"]["healthy"] is False and "cannot start" in result["listed"]["detail"]
+    assert set(ask(engine, GetHealth)) == {"listed", "mcp-server-echo", "weather-mcp"}
+
+
+def test_engine_without_health_checking_says_so(tmp_path, bus):
+    tree = build_path(tmp_path)
+    engine = engine_mod.start({"providers": [], "health": {"enabled": False}}, bus, lambda change: None,
+                              home=str(tree.home), project_root=str(tree.project))
+    with pytest.raises(RuntimeError, match="health checking is off"):
+        ask(engine, CheckHealth, None)
+
+
+def by_name(services) -> dict:
+    return {s["name"]: s for s in services}

@@ -32,6 +32,14 @@ def http_troupe(tmp_path):
         assert t.stop() == 0
 
 
+def _body(resp) -> dict:
+    """The JSON-RPC answer of a POST, whether it came as JSON or as an SSE stream."""
+    if resp.headers["Content-Type"].startswith("application/json"):
+        return resp.json()
+    data = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
+    return json.loads(data[-1])
+
+
 def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
@@ -64,13 +72,17 @@ def test_wire_rules_sessions_versions_and_notifications(http_troupe):
     t = http_troupe([server("echo", "tests.servers.echo")], mode="flat")
     with requests.Session() as s:
         init = s.post(t.url, json=INIT, headers=ACCEPT, timeout=10)
-        assert init.status_code == 200 and init.headers["Content-Type"].startswith("application/json")
+        # the client takes both: troupe answers on an SSE stream, as the reference servers do
+        assert init.status_code == 200 and init.headers["Content-Type"].startswith("text/event-stream")
+        assert _body(init)["result"]["serverInfo"]["name"] == "troupe"
+        json_only = s.post(t.url, json=INIT, headers={**ACCEPT, "Accept": "application/json"}, timeout=10)
+        assert json_only.headers["Content-Type"].startswith("application/json")
         sid = init.headers["Mcp-Session-Id"]
         h = {**ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
         note = s.post(t.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h, timeout=10)
         assert note.status_code == 202 and note.content == b""
         listed = s.post(t.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=h, timeout=20)
-        assert any(tool["name"] == "echo__echo" for tool in listed.json()["result"]["tools"])
+        assert any(tool["name"] == "echo__echo" for tool in _body(listed)["result"]["tools"])
         bad_version = s.post(t.url, json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
                              headers={**h, "MCP-Protocol-Version": "1999-01-01"}, timeout=10)
         assert bad_version.status_code == 400

@@ -87,7 +87,7 @@ def peer(tmp_path_factory):
             "fastmcp-http": (fastmcp_min, None, "/mcp"),
             "fastmcp-json": ([*fastmcp_min, "--json"], None, "/mcp"),
             "fastmcp-sse": ([*fastmcp_min, "--transport", "sse"], None, "/sse"),
-            "fastmcp-demo": ([PYTHON, "tests/servers/fastmcp_demo.py", "--http", str(port)], None, "/mcp"),
+            "fastmcp-demo": ([PYTHON, "-m", "tests.servers.fastmcp_demo", "--http", str(port)], None, "/mcp"),
         }[kind]
         procs.append(_start_peer(argv, port, logs / f"{kind}.log", env))
         running[kind] = f"http://127.0.0.1:{port}{path}"
@@ -311,8 +311,9 @@ def test_close_wakes_blocked_readers(peer, made):
     first = owner.next()
     assert first.get("method") == "notifications/progress", first
     # Now one reader sits in read1 on the POST stream, another on the GET stream.
+    wait_until(lambda: len([g for g in t._greenlets if g is not t._writer]) == 2, message="two readers")
     readers = [g for g in t._greenlets if g is not t._writer]
-    assert len(readers) == 2 and len(t._streams) == 2, (readers, t._streams)
+    assert len(t._streams) == 2, t._streams
     close_and_check(t, owner, base)
     # Shutting the sockets down let the readers leave on their own: none was killed.
     assert all(g.dead and not isinstance(g.value, gevent.GreenletExit) for g in readers), readers

@@ -268,7 +268,7 @@ def test_unknown_tool_and_method(server):
 def test_malformed_lines_then_keeps_working(server):
     server.send_raw(b"{this is not json\n")
     reply = server.recv()
-    assert reply["id"] is None and reply["error"]["code"] == -32700
+    assert "id" not in reply and reply["error"]["code"] == -32700  # id unreadable: omitted, never null
     server.send_raw(b"[1, 2]\n")
     assert server.recv()["error"]["code"] == -32600
     server.send_raw(b"\n")  # blank lines are skipped, not answered

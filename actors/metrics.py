@@ -1,0 +1,126 @@
+"""Prometheus text exposition for GET /metrics, built per scrape from the status report and stats."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.process_collector import ProcessCollector
+
+from .stats import LATENCY_BUCKETS
+
+STATES = ("starting", "ready", "degraded", "backoff", "failed", "stopped")
+
+
+class TroupeCollector:
+    """A custom collector: reads the runtime at scrape time, so nothing is double-booked."""
+
+    def __init__(self, runtime):
+        self.rt = runtime
+
+    def describe(self):
+        # An empty describe keeps registration from calling collect() (that would ask the supervisor).
+        return []
+
+    def collect(self):
+        report = self.rt.status()
+        servers = report.get("servers") or []
+        yield from _troupe(report)
+        yield from _servers(servers, self.rt.directory)
+        yield from _discovery(report.get("discovery"))
+
+
+def _troupe(report: dict):
+    info = GaugeMetricFamily("troupe_info", "troupe's version and serving mode.", labels=["version", "mode"])
+    info.add_metric([str(report.get("version") or ""), str(report.get("mode") or "")], 1)
+    yield info
+    yield GaugeMetricFamily("troupe_ready", "1 once every auto-start server is ready or has failed.",
+                            value=1 if report.get("ready") else 0)
+    yield GaugeMetricFamily("troupe_uptime_seconds", "Seconds since troupe started.",
+                            value=float(report.get("uptime_s") or 0))
+    yield GaugeMetricFamily("troupe_servers", "Servers troupe supervises.", value=len(report.get("servers") or []))
+
+
+def _servers(servers: list, directory: dict):
+    label = ["server"]
+    calls = CounterMetricFamily("troupe_server_calls", "Tool calls forwarded to the server.", labels=label)
+    errors = CounterMetricFamily("troupe_server_errors", "Calls that ended in an error (tool or transport).",
+                                 labels=label)
+    timeouts = CounterMetricFamily("troupe_server_timeouts", "Calls that timed out.", labels=label)
+    latency = HistogramMetricFamily("troupe_server_call_duration_seconds", "Tool call latency.", labels=label)
+    in_flight = GaugeMetricFamily("troupe_server_in_flight", "Calls waiting for the server now.", labels=label)
+    restarts = CounterMetricFamily("troupe_server_restarts", "Restarts (automatic and requested).", labels=label)
+    state = GaugeMetricFamily("troupe_server_state", "1 for the server's current state, 0 for the others.",
+                              labels=["server", "state"])
+    up = GaugeMetricFamily("troupe_server_up", "1 when the server takes calls (ready or degraded).", labels=label)
+    listed = GaugeMetricFamily("troupe_server_tools", "Tools the server lists now.", labels=label)
+    for s in servers:
+        name = s["name"]
+        child = directory.get(name)
+        stats = child.stats if child is not None else None
+        if stats is not None:
+            # The stats object is the live one (status only carries a summary); read it once.
+            calls.add_metric([name], stats.calls)
+            errors.add_metric([name], stats.errors)
+            timeouts.add_metric([name], stats.timeouts)
+            latency.add_metric([name], _buckets(stats.bucket_counts), sum_value=stats.latency_sum)
+            in_flight.add_metric([name], stats.in_flight)
+        restarts.add_metric([name], s.get("restarts") or 0)
+        for st in STATES:
+            state.add_metric([name, st], 1 if s.get("state") == st else 0)
+        up.add_metric([name], 1 if s.get("state") in ("ready", "degraded") else 0)
+        listed.add_metric([name], s.get("tools") or 0)
+    yield from (calls, errors, timeouts, latency, in_flight, restarts, state, up, listed)
+
+
+def _buckets(counts) -> list:
+    """ServerStats keeps per-bucket counts; Prometheus wants them cumulative, ending at +Inf."""
+    out, total = [], 0
+    for bound, n in zip(LATENCY_BUCKETS + (float("inf"),), counts):
+        total += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), total))
+    return out
+
+
+def _discovery(disc):
+    if not isinstance(disc, dict) or "error" in disc and len(disc) == 1:
+        return  # discovery off (or not answering): no series rather than misleading zeros
+    yield CounterMetricFamily("troupe_discovery_cycles", "Discovery cycles run.", value=disc.get("cycles") or 0)
+    yield GaugeMetricFamily("troupe_discovery_services", "Services discovery knows now.",
+                            value=disc.get("services") or 0)
+    yield GaugeMetricFamily("troupe_discovery_registered", "Servers registered passively.",
+                            value=disc.get("registered") or 0)
+    yield GaugeMetricFamily("troupe_discovery_errors", "Provider errors in the last cycle.",
+                            value=len(disc.get("errors") or ()))
+    if disc.get("duration_s") is not None:
+        yield GaugeMetricFamily("troupe_discovery_last_duration_seconds", "Duration of the last discovery cycle.",
+                                value=float(disc["duration_s"]))
+    providers = disc.get("providers")
+    if isinstance(providers, dict):
+        found = GaugeMetricFamily("troupe_discovery_provider_records", "Records each provider found last cycle.",
+                                  labels=["provider"])
+        for name, p in sorted(providers.items()):
+            found.add_metric([name], (p or {}).get("count") or 0)
+        yield found
+    health = disc.get("health")
+    if isinstance(health, dict):
+        g = GaugeMetricFamily("troupe_health_services", "Discovered services by health.", labels=["health"])
+        for key in ("healthy", "unhealthy", "unknown"):
+            g.add_metric([key], health.get(key) or 0)
+        yield g
+
+
+def registry_for(runtime) -> CollectorRegistry:
+    """A private registry (never the global one): several runtimes may share a process."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TroupeCollector(runtime))
+    # process_resident_memory_bytes, process_open_fds, CPU, start time: read from /proc/self.
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def exposition(runtime) -> tuple[str, list, bytes]:
+    """The WSGI triple for GET /metrics."""
+    registry = getattr(runtime, "_metrics_registry", None)
+    if registry is None:
+        registry = runtime._metrics_registry = registry_for(runtime)
+    return "200 OK", [("Content-Type", CONTENT_TYPE_LATEST)], generate_latest(registry)

@@ -1,0 +1,141 @@
+"""How scripts/bench.py launches each path: backends, troupe (stdio or HTTP in front), the FastMCP proxy."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from _bench_rpc import LOGS, PYTHON, ROOT, HttpRpc, Proc, StdioRpc, free_port, wait_http
+
+PEERS = Path(os.environ.get("TROUPE_PEERS_DIR", ROOT / ".peers"))
+EVERYTHING = PEERS / "node_modules" / ".bin" / "mcp-server-everything"
+STARTUP_WAIT = 120.0  # troupe's first tools/list waits this long at most for its backends to connect
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A stdio MCP server to measure against, and the cheap tool call that exercises it."""
+
+    label: str
+    cmd: tuple
+    tool: str
+    arguments: dict = field(default_factory=dict)
+
+
+def bench_backend(tools: int = 0) -> Backend:
+    """tests/servers/bench_backend: single-threaded Python, answers at once."""
+    cmd = (PYTHON, "-m", "tests.servers.bench_backend", *(("--tools", str(tools)) if tools else ()))
+    return Backend("bench_backend", cmd, "echo", {"text": "hello"})
+
+
+def everything_stdio() -> Backend:
+    """server-everything (the TypeScript SDK's reference server) over stdio."""
+    return Backend("server-everything", (str(EVERYTHING), "stdio"), "echo", {"message": "hello"})
+
+
+def have_everything() -> bool:
+    return EVERYTHING.exists()
+
+
+# ---------------------------------------------------------------- troupe
+
+def stdio_entry(name: str, backend: Backend, prefix: str | None = None) -> dict:
+    entry = {"name": name, "timeout": 60,
+             "transport": {"type": "stdio", "stdio": {"command": backend.cmd[0], "args": list(backend.cmd[1:]),
+                                                      "work_dir": str(ROOT)}}}
+    if prefix is not None:
+        entry["prefix"] = prefix
+    return entry
+
+
+def http_entry(name: str, url: str, prefix: str | None = None) -> dict:
+    entry = {"name": name, "timeout": 60, "transport": {"type": "streamable-http", "streamable_http": {"url": url}}}
+    if prefix is not None:
+        entry["prefix"] = prefix
+    return entry
+
+
+def troupe_config(label: str, servers: list[dict], mode: str = "flat") -> Path:
+    path = LOGS / f"troupe-{label}.yaml"
+    path.write_text(yaml.safe_dump({"servers": servers, "serve": {"mode": mode, "startup_wait": STARTUP_WAIT},
+                                    "discovery": {"enabled": False}}))
+    return path
+
+
+def troupe_cmd(config: Path, *extra: str, python: tuple = (PYTHON,)) -> list[str]:
+    # WARNING keeps troupe's logging (stderr, to a file here) out of the measured path, as in production.
+    return [*python, "-m", "actors.main", "--config", str(config), "--log-level", "WARNING", *extra]
+
+
+def troupe_stdio(label: str, config: Path, python: tuple = (PYTHON,)) -> StdioRpc:
+    return StdioRpc(troupe_cmd(config, python=python), label=f"troupe-stdio-{label}")
+
+
+def troupe_http(label: str, config: Path, timeout: float = 60.0) -> tuple[Proc, str]:
+    proc = Proc(troupe_cmd(config, "--transport", "http", "--port", "0"), label=f"troupe-http-{label}", pipes=False)
+    try:
+        url = proc.wait_for_stderr(r"troupe: serving (http://\S+/mcp)", timeout).group(1)
+    except Exception:
+        proc.stop()
+        raise
+    return proc, url
+
+
+# ---------------------------------------------------------------- FastMCP's proxy
+
+def fastmcp_config(label: str, servers: dict) -> Path:
+    """servers: name -> Backend (stdio) or URL (Streamable HTTP)."""
+    entries = {}
+    for name, target in servers.items():
+        if isinstance(target, str):
+            entries[name] = {"url": target, "transport": "http"}
+        else:
+            entries[name] = {"command": target.cmd[0], "args": list(target.cmd[1:]), "cwd": str(ROOT)}
+    path = LOGS / f"fastmcp-{label}.json"
+    path.write_text(json.dumps({"mcpServers": entries}))
+    return path
+
+
+def _fastmcp_cmd(config: Path, *extra: str) -> list[str]:
+    return [PYTHON, str(ROOT / "scripts" / "_bench_fastmcp_proxy.py"), "--config", str(config), *extra]
+
+
+def fastmcp_stdio(label: str, servers: dict) -> StdioRpc:
+    return StdioRpc(_fastmcp_cmd(fastmcp_config(label, servers)), label=f"fastmcp-stdio-{label}")
+
+
+def fastmcp_http(label: str, servers: dict, timeout: float = 60.0) -> tuple[Proc, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    proc = Proc(_fastmcp_cmd(fastmcp_config(label, servers), "--transport", "http", "--port", str(port)),
+                label=f"fastmcp-http-{label}", pipes=False)
+    try:
+        wait_http(url, timeout, proc)
+    except Exception:
+        proc.stop()
+        raise
+    return proc, url
+
+
+# ---------------------------------------------------------------- server-everything over HTTP
+
+def everything_http(timeout: float = 30.0) -> tuple[Proc, str]:
+    """server-everything's Streamable HTTP on a free loopback port (it binds all interfaces; the port is ours)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    proc = Proc([str(EVERYTHING), "streamableHttp"], label="everything-http", env={"PORT": str(port)}, pipes=False)
+    try:
+        wait_http(url, timeout, proc)
+    except Exception:
+        proc.stop()
+        raise
+    return proc, url
+
+
+def http_client(url: str) -> HttpRpc:
+    client = HttpRpc(url)
+    client.initialize()
+    return client
