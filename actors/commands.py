@@ -95,9 +95,15 @@ def check(argv: list[str]) -> int:
 
 
 def discover(argv: list[str]) -> int:
+    from .discovery import cli
+    p = argparse.ArgumentParser(prog="troupe discover",
+                                description="Find MCP servers (client config files, PATH), merge and probe them once.")
+    p.add_argument("--config", help="troupe config whose `discovery:` settings apply")
+    cli.add_arguments(p)
+    args = p.parse_args(argv)
     try:
-        from .discovery import cli
-    except ImportError as exc:
-        print(f"troupe discover: discovery is not available: {exc}", file=sys.stderr)
+        args.config = config_mod.load(args.config)
+    except config_mod.ConfigError as exc:
+        print("\n".join(exc.problems), file=sys.stderr)
         return 2
-    return cli.main(argv)
+    return cli.run(args)

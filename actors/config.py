@@ -76,6 +76,8 @@ class ServerConfig:
     timeout: float = 30.0
     prefix: str | None = None  # None = the server's name; "" = no prefix
     max_in_flight: int = 64
+    max_message_bytes: int = 16 * 1024 * 1024
+    retry_idempotent_tools: bool = False  # retry a tools/call once after a reconnect if the tool says idempotentHint
     policy: PolicySpec = PolicySpec()
     source: str = "config"  # where this server came from (config file, discovery provider…)
 
@@ -245,7 +247,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         check.fail(path, "must be a mapping with name and transport")
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
-                              "max_in_flight", "restart"}, path)
+                              "max_in_flight", "restart", "max_message_bytes", "retry_idempotent_tools"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -289,7 +291,9 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         enabled=check.typed(item, "enabled", path, bool, True),
         auto_start=check.typed(item, "auto_start", path, bool, True),
         timeout=timeout or 30.0, prefix=prefix,
-        max_in_flight=check.typed(item, "max_in_flight", path, int, 64), policy=policy)
+        max_in_flight=check.typed(item, "max_in_flight", path, int, 64), policy=policy,
+        max_message_bytes=check.typed(item, "max_message_bytes", path, int, 16 * 1024 * 1024),
+        retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False))
 
 
 def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:

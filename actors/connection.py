@@ -27,7 +27,8 @@ def make_transport(config: ServerConfig, on_message, on_closed):
     """The transport a server's config asks for (imported lazily: HTTP pulls in requests)."""
     if config.transport == "stdio":
         from .transports.stdio import StdioTransport
-        return StdioTransport(config.name, config.stdio, on_message, on_closed)
+        return StdioTransport(config.name, config.stdio, on_message, on_closed,
+                              max_message_bytes=config.max_message_bytes)
     if config.transport == "sse":
         from .transports.sse import SseTransport
         return SseTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
@@ -378,6 +379,7 @@ class Connection(pykka.ThreadingActor):
                 self.stats.in_flight -= 1
                 self.stats.record(time.perf_counter() - p.started, False)
             try:
-                p.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name))
+                p.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name,
+                                         link_lost=True))
             except Exception:
                 self.log.exception("reply handler failed")

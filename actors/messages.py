@@ -111,6 +111,7 @@ class UpstreamError:
     message: str
     data: Any = None
     server: str = ""
+    link_lost: bool = False  # the connection died under it: safe to retry an idempotent request
 
     def to_error(self) -> dict:
         err = {"code": self.code, "message": self.message}

@@ -82,7 +82,7 @@ def _buckets(counts) -> list:
 
 
 def _discovery(disc):
-    if not isinstance(disc, dict) or "error" in disc and len(disc) == 1:
+    if not isinstance(disc, dict) or ("error" in disc and len(disc) == 1):
         return  # discovery off (or not answering): no series rather than misleading zeros
     yield CounterMetricFamily("troupe_discovery_cycles", "Discovery cycles run.", value=disc.get("cycles") or 0)
     yield GaugeMetricFamily("troupe_discovery_services", "Services discovery knows now.",
@@ -118,9 +118,8 @@ def registry_for(runtime) -> CollectorRegistry:
     return registry
 
 
-def exposition(runtime) -> tuple[str, list, bytes]:
-    """The WSGI triple for GET /metrics."""
-    registry = getattr(runtime, "_metrics_registry", None)
-    if registry is None:
-        registry = runtime._metrics_registry = registry_for(runtime)
-    return "200 OK", [("Content-Type", CONTENT_TYPE_LATEST)], generate_latest(registry)
+def install(app) -> None:
+    """Register GET /metrics on an http.App (one registry per app, built once)."""
+    registry = registry_for(app.rt)
+    app.extra_routes[("GET", "/metrics")] = \
+        lambda environ: ("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)], generate_latest(registry))

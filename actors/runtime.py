@@ -77,8 +77,15 @@ class Runtime:
                 self._discovered.pop(name, None)
             supervisor.tell(ApplyServers(tuple(self._discovered.values()), "discovery"))
 
+        directory = self.directory
+
+        def is_connected(name: str) -> bool:  # read-only look at the supervisor's directory
+            child = directory.get(name)
+            return child is not None and child.callable
+
         self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
-                                      home=self._home, project_root=self._project_root, reserved_names=reserved)
+                                      home=self._home, project_root=self._project_root, reserved_names=reserved,
+                                      is_connected=is_connected)
 
     def stop(self) -> None:
         """Reverse start order, each stop in parallel where it can be; bounded."""
@@ -118,6 +125,10 @@ class Runtime:
         if child.state == FAILED:
             return None, f"server {server} has failed{detail}"
         return None, f"server {server} is {child.state}{detail}"
+
+    def retry_tools(self, server: str) -> bool:
+        child = self.directory.get(server)
+        return child is not None and child.config.retry_idempotent_tools
 
     def passthrough_server(self) -> str | None:
         """The one server with no prefix, if exactly one: names no tool matches go to it.

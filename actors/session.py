@@ -30,6 +30,34 @@ class _Deferred:
         self.message, self.sink = message, sink
 
 
+IDEMPOTENT_METHODS = frozenset({"resources/read", "prompts/get", "completion/complete"})
+RETRY_WAIT = 15.0  # how long an idempotent request waits for its server to come back
+
+
+class _Retry:
+    """An idempotent request to send again now that its server is back."""
+
+    __slots__ = ("rid", "server", "method", "params", "sink", "shape", "token")
+
+    def __init__(self, rid, server, method, params, sink, shape, token):
+        self.rid, self.server, self.method, self.params = rid, server, method, params
+        self.sink, self.shape, self.token = sink, shape, token
+
+
+def _retry_when_back(rt, session_ref, server: str, failure, retry: "_Retry") -> None:
+    """Edge greenlet: wait (bounded) for a live connection, then hand the retry back."""
+    deadline = gevent.get_hub().loop.now() + RETRY_WAIT
+    while rt.connection(server) is None:
+        if gevent.get_hub().loop.now() > deadline:
+            retry.sink(retry.shape(retry.rid, failure))
+            return
+        gevent.sleep(0.05)
+    try:
+        session_ref.tell(retry)
+    except pykka.ActorDeadError:
+        pass
+
+
 class Session(pykka.ThreadingActor):
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
         super().__init__()
@@ -81,6 +109,9 @@ class Session(pykka.ThreadingActor):
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
                 self._list_changed(lists, version)
+            case _Retry():
+                self._forward(message.rid, message.server, message.method, message.params, message.sink,
+                              message.shape, message.token, retry=False)
             case ServerLogged():
                 self._relay_log(message)
             case ResourceUpdated(server=server, uri=uri):
@@ -234,19 +265,34 @@ class Session(pykka.ThreadingActor):
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         if isinstance(meta, dict):
             upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
-        self._forward(rid, entry.server, "tools/call", upstream, sink, _tool_outcome, token)
+        retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
+            self.rt.retry_tools(entry.server)
+        self._forward(rid, entry.server, "tools/call", upstream, sink, _tool_outcome, token, retry=retry)
 
-    def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None) -> None:
-        """Send to the owning connection; `shape(outcome, server_status)` builds the answer."""
+    def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
+                 retry: bool | None = None) -> None:
+        """Send to the owning connection; `shape(rid, outcome)` builds the one answer.
+
+        An idempotent read whose connection died under it is sent once more when the
+        server is back (bounded); a tools/call only when `retry` says so.
+        """
         ref, status = self.rt.connection_or_status(server)
         if ref is None:
             sink(shape(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server)))
             return
+        if retry is None:
+            retry = method in IDEMPOTENT_METHODS
         inflight = self._inflight
         inflight[rid] = server
+        rt, me = self.rt, self.actor_ref
 
         def on_reply(outcome) -> None:  # runs in the connection's greenlet
-            inflight.pop(rid, None)
+            if inflight.pop(rid, None) is None:
+                return  # the client cancelled it: no answer is owed
+            if retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
+                gevent.spawn(_retry_when_back, rt, me, server, outcome,
+                             _Retry(rid, server, method, params, sink, shape, progress_token))
+                return
             sink(shape(rid, outcome))
 
         on_progress = None

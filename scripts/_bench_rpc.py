@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,16 +63,18 @@ class Proc:
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.stderr_text().splitlines()[-lines:])
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Close stdin (a stdio server's cue to leave), then SIGTERM and SIGKILL the process group."""
+    def stop(self, timeout: float = 5.0, grace: float = 1.0) -> None:
+        """Close stdin (a stdio server's cue to leave), wait `grace`, then SIGTERM and SIGKILL the process group."""
         if self in _live:
             _live.remove(self)
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
+            else:
+                grace = 0.0  # no stdin to close: go straight to SIGTERM
         except OSError:
             pass
-        for sig, wait in ((None, 1.0), (signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
+        for sig, wait in ((None, grace), (signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
             if sig is not None:
                 try:
                     os.killpg(self.pid, sig)
@@ -133,36 +136,56 @@ class StdioRpc(Proc):
         super().__init__(cmd, label=label, env=env)
         self._ids = itertools.count(1)
         self._in, self._out = self.proc.stdin, self.proc.stdout
+        self.expired = False
 
-    def request(self, method: str, params: dict | None = None) -> dict:
+    def request(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:
+        """One request; with a timeout, a watchdog kills the child if the answer is late (the hot loop has none)."""
         rid = next(self._ids)
         msg = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        self._in.write(orjson.dumps(msg) + b"\n")
-        self._in.flush()
-        while True:  # notifications and logs may come first: skip to our answer
-            line = self._out.readline()
-            if not line:
-                raise BenchError(f"{self.label} closed stdout during {method}:\n{self.tail()}")
-            reply = orjson.loads(line)
-            if reply.get("id") == rid and "method" not in reply:
-                return _check(reply, method)
+        watchdog = None
+        if timeout is not None:
+            watchdog = threading.Timer(timeout, self._expire)
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            self._in.write(orjson.dumps(msg) + b"\n")
+            self._in.flush()
+            while True:  # notifications and logs may come first: skip to our answer
+                line = self._out.readline()
+                if not line:
+                    if self.expired:
+                        raise BenchError(f"{self.label}: no answer to {method} within {timeout} s")
+                    raise BenchError(f"{self.label} closed stdout during {method}:\n{self.tail()}")
+                reply = orjson.loads(line)
+                if reply.get("id") == rid and "method" not in reply:
+                    return _check(reply, method)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _expire(self) -> None:
+        self.expired = True
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def notify(self, method: str) -> None:
         self._in.write(orjson.dumps({"jsonrpc": "2.0", "method": method}) + b"\n")
         self._in.flush()
 
-    def initialize(self) -> dict:
-        result = self.request("initialize", init_params())
+    def initialize(self, timeout: float | None = 60.0) -> dict:
+        result = self.request("initialize", init_params(), timeout=timeout)
         self.notify("notifications/initialized")
         return result
 
-    def call(self, name: str, arguments: dict) -> dict:
-        return self.request("tools/call", {"name": name, "arguments": arguments})
+    def call(self, name: str, arguments: dict, timeout: float | None = None) -> dict:
+        return self.request("tools/call", {"name": name, "arguments": arguments}, timeout=timeout)
 
-    def list_tools(self) -> list[dict]:
-        return list_all_tools(self.request)
+    def list_tools(self, timeout: float | None = 180.0) -> list[dict]:
+        return list_all_tools(lambda method, params: self.request(method, params, timeout=timeout))
 
 
 def list_all_tools(request) -> list[dict]:

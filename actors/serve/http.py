@@ -10,6 +10,8 @@ import orjson
 from gevent.pywsgi import WSGIHandler, WSGIServer
 from loguru import logger
 
+from .. import metrics
+from . import dashboard
 from .mcp_http import McpHttp
 from .security import Guard
 from . import sse
@@ -33,6 +35,9 @@ class App:
         self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host)
         self.mcp = McpHttp(runtime)
         self.extra_routes: dict[tuple[str, str], object] = {}
+        self.prefix_routes: list[tuple[str, str, object]] = []  # (method, path prefix, handler)
+        metrics.install(self)
+        dashboard.install(self)
 
     def close(self) -> None:
         self.mcp.close()
@@ -82,6 +87,9 @@ class App:
         extra = self.extra_routes.get((method, path))
         if extra is not None:
             return extra(environ)
+        for want, prefix, handler in self.prefix_routes:
+            if method == want and path.startswith(prefix):
+                return handler(environ)
         return _json({"error": f"no route for {method} {path}"}, "404 Not Found")
 
     def _events(self):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hmac
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
@@ -55,6 +55,18 @@ class Guard:
             return "403 Forbidden", "Host not allowed (DNS rebinding protection)"
         if not self.origin_ok(environ.get("HTTP_ORIGIN")):
             return "403 Forbidden", "Origin not allowed"
-        if not self.token_ok(environ.get("HTTP_AUTHORIZATION")):
+        if not self.token_ok(environ.get("HTTP_AUTHORIZATION")) and not self._open_get(environ):
             return "401 Unauthorized", "missing or wrong bearer token"
         return None
+
+    def _open_get(self, environ) -> bool:
+        """GETs that pass without the header: the dashboard's static files, /events with ?access_token."""
+        if environ.get("REQUEST_METHOD") != "GET":
+            return False
+        path = environ.get("PATH_INFO") or "/"
+        if path in ("/", "/index.html") or path.startswith("/dashboard/"):
+            return True  # static page, no data in it: it asks the user for the token
+        if path == "/events" and self.token:  # EventSource cannot send an Authorization header
+            given = parse_qs(environ.get("QUERY_STRING") or "").get("access_token", [""])[0]
+            return hmac.compare_digest(given.encode(), self.token.encode())
+        return False

@@ -1,0 +1,331 @@
+// troupe dashboard: the status report from /status, live changes from /events (SSE); no polling.
+"use strict";
+(() => {
+  const TOKEN_KEY = "troupe-token";
+  const MAX_EVENTS = 200;
+  const REFRESH_DELAY_MS = 150;  // events come in bursts (state change + restart): one fetch per burst
+  const $ = (id) => document.getElementById(id);
+  const meta = document.querySelector('meta[name="troupe-event-kinds"]');
+  const KINDS = (meta ? meta.content : "").split(",").filter((k) => /^[A-Za-z]+$/.test(k));
+
+  let status = null;
+  let source = null;
+  let refreshTimer = null;
+  let fetchSeq = 0, appliedSeq = 0;  // responses may overtake each other: keep only the newest
+  const rows = new Map();
+  const seen = new Set();
+
+  const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
+  const authHeaders = () => (token() ? { Authorization: "Bearer " + token() } : {});
+
+  // Everything shown comes from servers and upstreams: text nodes only, never innerHTML.
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k === "title") node.title = v;
+      else node.setAttribute(k, v);
+    }
+    for (const c of children) if (c != null) node.append(c instanceof Node ? c : String(c));
+    return node;
+  }
+
+  function ago(ts) {
+    if (!ts) return "";
+    const s = Math.max(0, Math.round(Date.now() / 1000 - ts));
+    if (s < 120) return s + "s";
+    if (s < 7200) return Math.floor(s / 60) + "m";
+    return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
+  }
+
+  const clock = (ts) => new Date(ts * 1000).toLocaleTimeString([], { hour12: false });
+
+  function notice(text, bad) {
+    const n = $("notice");
+    n.textContent = text || "";
+    n.className = "notice" + (bad ? " bad" : "");
+    n.hidden = !text;
+  }
+
+  // ------------------------------------------------------------------ status
+
+  async function refresh() {
+    const seq = ++fetchSeq;
+    let resp;
+    try {
+      resp = await fetch("/status", { headers: authHeaders(), cache: "no-store" });
+    } catch (err) {
+      notice("troupe is not answering: " + err.message, true);
+      return false;
+    }
+    if (resp.status === 401) {
+      askToken(token() ? "that token was refused" : "");
+      return false;
+    }
+    if (!resp.ok) {
+      notice("/status answered " + resp.status, true);
+      return false;
+    }
+    const report = await resp.json();
+    if (seq < appliedSeq) return true;
+    appliedSeq = seq;
+    status = report;
+    if ($("notice").classList.contains("bad")) notice("");
+    render();
+    return true;
+  }
+
+  function scheduleRefresh() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => { refreshTimer = null; refresh(); }, REFRESH_DELAY_MS);
+  }
+
+  function render() {
+    renderHeader();
+    renderServers();
+    renderDiscovery();
+  }
+
+  function renderHeader() {
+    const ready = $("ready");
+    ready.textContent = status.ready ? "ready" : "starting";
+    ready.className = "badge " + (status.ready ? "ready" : "starting");
+    const bits = ["v" + (status.version || "?"), status.mode + " mode",
+      "up " + ago(status.started_at || (Date.now() / 1000 - (status.uptime_s || 0)))];
+    if (status.url) bits.push(status.url);
+    $("summary").textContent = bits.join(" · ");
+    const byState = {};
+    for (const s of status.servers) byState[s.state] = (byState[s.state] || 0) + 1;
+    const parts = Object.entries(byState).map(([k, n]) => n + " " + k);
+    $("counts").textContent = status.servers.length + " servers" + (parts.length ? " · " + parts.join(" · ") : "");
+  }
+
+  function renderServers() {
+    const body = $("servers");
+    const names = new Set(status.servers.map((s) => s.name));
+    for (const [name, tr] of rows) if (!names.has(name)) { tr.remove(); rows.delete(name); }
+    const empty = body.querySelector("tr.empty");
+    if (status.servers.length === 0) {
+      if (!empty) body.append(el("tr", { class: "empty" }, el("td", { colspan: "11" }, "no servers configured")));
+      return;
+    }
+    if (empty) empty.remove();
+    for (const s of status.servers) {
+      let tr = rows.get(s.name);
+      if (!tr) { tr = el("tr"); tr.dataset.server = s.name; rows.set(s.name, tr); }
+      body.append(tr);  // appending an existing row moves it: rows follow the report's order
+      fillRow(tr, s);
+    }
+  }
+
+  function fillRow(tr, s) {
+    const changed = tr.dataset.state && tr.dataset.state !== s.state;
+    tr.dataset.state = s.state;
+    tr.dataset.since = s.since || "";
+    const lat = s.latency_ms || {};
+    const where = s.pid ? "pid " + s.pid : (s.url || (s.launch && s.launch.command) || "–");
+    const errors = (s.errors || 0) + (s.timeouts ? " / " + s.timeouts + " t/o" : "");
+    tr.replaceChildren(
+      el("td", {}, el("strong", {}, s.name), el("span", { class: "sub" }, s.source || "")),
+      el("td", {}, el("span", { class: "badge " + s.state }, s.state),
+        el("span", { class: "sub since" }, ago(s.since) + " ago")),
+      el("td", {}, s.transport),
+      el("td", { class: "where", title: where }, where),
+      el("td", { class: "num", title: "tools / resources / prompts" },
+        s.tools, el("span", { class: "sub" }, (s.resources || 0) + " / " + (s.prompts || 0))),
+      el("td", { class: "num" }, s.in_flight || 0),
+      el("td", { class: "num" }, s.calls || 0, el("span", { class: "sub" }, errors + " err")),
+      el("td", { class: "num" }, s.restarts || 0),
+      el("td", { class: "num" }, lat.p50 == null ? "–" : fmtMs(lat.p50),
+        el("span", { class: "sub" }, lat.p99 == null ? "" : "p99 " + fmtMs(lat.p99))),
+      el("td", { class: "err", title: s.last_error || "" }, s.last_error || ""),
+      el("td", { class: "actions" }, ...actionsFor(s)),
+    );
+    if (changed) { tr.classList.remove("changed"); void tr.offsetWidth; tr.classList.add("changed"); }
+  }
+
+  const fmtMs = (v) => (v >= 100 ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2));
+
+  function actionsFor(s) {
+    const out = [];
+    if (s.enabled === false) {
+      out.push(button("Enable", s.name, "enable"));
+    } else {
+      out.push(button("Restart", s.name, "restart"));
+      out.push(button("Disable", s.name, "disable"));
+    }
+    return out;
+  }
+
+  function button(label, name, action) {
+    const b = el("button", { type: "button", "data-action": action }, label);
+    b.addEventListener("click", () => control(b, name, action));
+    return b;
+  }
+
+  async function control(btn, name, action) {
+    btn.disabled = true;
+    try {
+      const resp = await fetch("/api/servers/" + encodeURIComponent(name) + "/" + action,
+        { method: "POST", headers: authHeaders() });
+      if (resp.status === 401) { askToken("that token was refused"); return; }
+      const body = await resp.json().catch(() => ({}));
+      if (!resp.ok) notice(action + " " + name + ": " + (body.error || resp.status), true);
+      else notice("");
+    } catch (err) {
+      notice(action + " " + name + ": " + err.message, true);
+    } finally {
+      btn.disabled = false;
+      scheduleRefresh();
+    }
+  }
+
+  function renderDiscovery() {
+    const box = $("discovery");
+    const d = status.discovery;
+    if (d == null) {
+      box.replaceChildren("Discovery is off (", el("code", {}, "--discovery"), " or ",
+        el("code", {}, "discovery.enabled: true"), " turns it on).");
+      box.className = "muted";
+      return;
+    }
+    box.className = "";
+    if (d.error && Object.keys(d).length === 1) {
+      box.replaceChildren(el("span", { class: "error" }, "discovery is not answering: " + d.error));
+      return;
+    }
+    const health = d.health || {};
+    const dl = el("dl");
+    const row = (k, v) => dl.append(el("dt", {}, k), el("dd", {}, v));
+    row("State", d.running ? "running a cycle" : (d.enabled === false ? "disabled" : "idle"));
+    row("Cycles", d.cycles ?? 0);
+    row("Last run", d.last_run_at ? ago(d.last_run_at) + " ago" + (d.duration_s != null ? " (" + d.duration_s + " s)" : "") : "never");
+    row("Services", (d.services ?? 0) + " found, " + (d.registered ?? 0) + " registered");
+    row("Health", (health.healthy ?? 0) + " healthy · " + (health.unhealthy ?? 0) + " unhealthy · "
+      + (health.unknown ?? 0) + " unknown");
+    if (d.store) row("Store", d.store);
+    if (d.watching != null) row("Watching", d.watching + " files");
+    const list = el("ul", { class: "providers" });
+    for (const [name, p] of Object.entries(d.providers || {})) {
+      const errs = (p && p.errors) || [];
+      list.append(el("li", {}, el("strong", {}, name), ": " + ((p && p.count) || 0) + " found",
+        errs.length ? el("span", { class: "error" }, " · " + errs.join("; ")) : null));
+    }
+    box.replaceChildren(dl, el("h2", {}, "Sources"), list.children.length ? list : el("div", { class: "muted" }, "none yet"));
+    if (status.health) box.append(el("h2", {}, "Health"), el("pre", {}, JSON.stringify(status.health, null, 1)));
+  }
+
+  // ------------------------------------------------------------------ events
+
+  function describe(e) {
+    const who = e.server || e.service || "";
+    switch (e.type) {
+      case "ServerStateChanged": return [who, e.old + " → " + e.new + (e.reason ? " (" + e.reason + ")" : "")];
+      case "ServerConnected": return [who, "connected, " + e.tools + " tools"];
+      case "ServerDisconnected": return [who, "disconnected: " + e.reason];
+      case "ServerRestarted": return [who, "restart #" + e.restarts + " in " + e.backoff_s + " s"];
+      case "CircuitOpened": return [who, "circuit open after " + e.failures + " failures: " + e.reason];
+      case "ToolsChanged": return ["", (e.lists || []).join(", ") + " changed (v" + e.version + ")"];
+      case "HealthChanged": return [who, (e.healthy ? "healthy" : "unhealthy") + (e.reason ? ": " + e.reason : "")];
+      case "ConfigReloaded": return ["", ["added", "changed", "removed"]
+        .map((k) => k + ": " + ((e[k] || []).join(", ") || "–")).join(" · ")];
+      default: {
+        const rest = Object.entries(e).filter(([k]) => !["type", "at", "server", "service"].includes(k))
+          .map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v));
+        return [who, rest.join(" ")];
+      }
+    }
+  }
+
+  function tone(e) {
+    if (e.type === "ServerDisconnected" || e.type === "CircuitOpened") return "bad";
+    if (e.type === "HealthChanged") return e.healthy ? "good" : "bad";
+    if (e.type === "ServerStateChanged") return e.new === "ready" ? "good" : (["failed", "backoff"].includes(e.new) ? "bad" : "");
+    return e.type === "ServerConnected" ? "good" : "";
+  }
+
+  function addEvent(e) {
+    // /events replays recent history on every (re)connect: show each event once.
+    const key = [e.type, e.at, e.server || e.service || "", e.new || ""].join("|");
+    if (seen.has(key)) return false;
+    seen.add(key);
+    const [who, detail] = describe(e);
+    const li = el("li", { class: tone(e) }, el("span", { class: "t" }, clock(e.at || Date.now() / 1000)),
+      el("span", { class: "k" }, e.type), el("span", { class: "d", title: detail }, who ? who + ": " : "", detail));
+    const list = $("events");
+    list.prepend(li);
+    while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
+    if (seen.size > MAX_EVENTS * 5) seen.clear();  // bounded; replays older than the list are harmless
+    $("event-count").textContent = list.children.length >= MAX_EVENTS ? "(latest " + MAX_EVENTS + ")" : "";
+    return true;
+  }
+
+  function onEvent(msg) {
+    let e;
+    try { e = JSON.parse(msg.data); } catch (_) { return; }
+    if (!addEvent(e)) return;
+    // Show a state change at once (the full report follows), so short states are never missed.
+    if (e.type === "ServerStateChanged" && status) {
+      const s = status.servers.find((x) => x.name === e.server);
+      if (s) { s.state = e.new; s.since = e.at; s.last_error = ["failed", "backoff", "degraded"].includes(e.new) ? e.reason : null; renderServers(); }
+    }
+    scheduleRefresh();
+  }
+
+  function connect() {
+    if (source) source.close();
+    const url = "/events" + (token() ? "?access_token=" + encodeURIComponent(token()) : "");
+    source = new EventSource(url);
+    for (const kind of KINDS) source.addEventListener(kind, onEvent);
+    source.onmessage = onEvent;
+    source.onopen = () => { setLive("live", "on"); refresh(); };
+    source.onerror = () => {
+      setLive("reconnecting…", "off");
+      // The browser retries by itself unless the stream was refused (CLOSED): then we retry.
+      if (source.readyState === EventSource.CLOSED) setTimeout(start, 3000);
+    };
+  }
+
+  function setLive(text, cls) {
+    const live = $("live");
+    live.textContent = text;
+    live.className = "live " + cls;
+  }
+
+  // ------------------------------------------------------------------ auth and start
+
+  function askToken(message) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (source) { source.close(); source = null; }
+    setLive("locked", "off");
+    $("auth").hidden = false;
+    $("auth-error").textContent = message || "";
+    $("token").focus();
+  }
+
+  $("auth").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const value = $("token").value.trim();
+    if (!value) return;
+    sessionStorage.setItem(TOKEN_KEY, value);
+    $("token").value = "";
+    $("auth").hidden = true;
+    start();
+  });
+
+  async function start() {
+    if (await refresh()) connect();
+  }
+
+  // Relative times ("12s ago") tick locally; nothing here asks the server.
+  setInterval(() => {
+    if (!status) return;
+    renderHeader();
+    for (const tr of rows.values()) {
+      const since = tr.querySelector(".since");
+      if (since && tr.dataset.since) since.textContent = ago(Number(tr.dataset.since)) + " ago";
+    }
+  }, 1000);
+
+  start();
+})();

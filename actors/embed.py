@@ -1,0 +1,372 @@
+"""Embedding troupe in a gevent application: `start(config)` returns a `Troupe` handle."""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Any, Callable, Iterable
+
+# Only light imports here: a host may import this module before it patches, and pykka
+# (pulled in by the runtime) must first be imported in a patched process.
+import gevent
+import gevent.event
+import gevent.pool
+from loguru import logger
+
+REQUIRED_PATCHES = ("threading", "queue", "socket")
+PATCH_HINT = "from gevent import monkey; monkey.patch_all()"
+SOURCE = "embedded"  # the supervisor's source label for servers registered through a handle
+TIMEOUT_MARGIN = 5.0  # over the server's own timeout: the server's timeout answers first, this is a net
+DEFAULT_SERVER_TIMEOUT = 30.0  # when the owning server is not known (yet)
+LOCAL_TIMEOUT = 10.0  # requests the session answers itself (initialize, lists)
+SESSION_STOP_WAIT = 3.0  # the handle's sessions stop in parallel within this
+CALLBACK_KILL_WAIT = 1.0  # subscriber greenlets still running at stop() are killed within this
+POLL_INTERVAL = 0.02  # register_server's wait for the new server to settle
+
+
+class NotPatchedError(RuntimeError):
+    """The host process is not gevent-patched the way troupe's actors need."""
+
+
+class McpError(Exception):
+    """A JSON-RPC error answer (unknown tool or prompt, bad params, server unavailable…)."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(f"{message} (code {code})")
+        self.code, self.message, self.data = code, message, data
+
+
+class ToolError(McpError):
+    """A JSON-RPC error answering tools/call; a tool's own failure is an isError result instead."""
+
+
+def check_patched() -> None:
+    """Refuse to start in a process where pykka's threads would be real threads (it would hang)."""
+    from gevent import monkey
+    missing = [m for m in REQUIRED_PATCHES if not monkey.is_module_patched(m)]
+    if missing:
+        raise NotPatchedError(
+            f"troupe needs a gevent-patched process, but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not patched. Put `{PATCH_HINT}` first thing in your "
+            "program, before any other import, and do not pass thread=False (gunicorn's gevent worker "
+            "and Locust already do this). Unpatched, troupe's actors would block your whole app.")
+
+
+def load_config(config: Any = None):
+    """A Config from a troupe dict, a {"mcpServers": …} dict, a YAML/JSON path, or a Config."""
+    from . import config as config_mod
+    if config is None:
+        return config_mod.load(None)
+    if isinstance(config, config_mod.Config):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        return config_mod.load(config)
+    if isinstance(config, dict):
+        return config_mod.from_data(config)
+    raise TypeError(f"config must be a dict, a path or an actors.config.Config, not {type(config).__name__}")
+
+
+def start(config: Any = None, *, discovery: bool | None = None, policy=None, home: str | None = None,
+          project_root: str | None = None) -> "Troupe":
+    """Start troupe's actors in this process and return a handle; raises NotPatchedError first.
+
+    `discovery`: None follows the config's `discovery.enabled`; with no config at all (the
+    embedded default) it stays off, so a host app never starts servers from a desktop client's
+    config files unless asked.
+    """
+    check_patched()
+    cfg = load_config(config)
+    if discovery is None and config is None:
+        discovery = False
+    from .runtime import Runtime
+    runtime = Runtime(cfg, policy=policy, discovery=discovery, home=home, project_root=project_root).start()
+    try:
+        return Troupe(runtime)
+    except BaseException:
+        runtime.stop()
+        raise
+
+
+def wsgi_app(handle: "Troupe", *, bound_host: str | None = None):
+    """troupe's HTTP endpoints (/mcp, /sse, /status, /events…) as a WSGI app for the host's server.
+
+    `bound_host` is the address the host's server listens on (for the Host-header check; names
+    other than loopback need `serve.allowed_hosts`). The app is closed by `handle.stop()`.
+    """
+    from .serve.http import App
+    app = App(handle.runtime, bound_host)
+    handle._apps.append(app)
+    return app
+
+
+def mount(prefix: str, app: Callable, fallback: Callable) -> Callable:
+    """A WSGI dispatcher: requests under `prefix` go to `app` (SCRIPT_NAME/PATH_INFO split), others to `fallback`."""
+    prefix = "/" + prefix.strip("/")
+
+    def dispatch(environ, start_response):
+        path = environ.get("PATH_INFO") or "/"
+        if path == prefix or path.startswith(prefix + "/"):
+            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + prefix
+            environ["PATH_INFO"] = path[len(prefix):] or "/"
+            return app(environ, start_response)
+        return fallback(environ, start_response)
+    return dispatch
+
+
+class Troupe:
+    """One embedded troupe. Every call blocks only the calling greenlet, always with a timeout.
+
+    Tools are called flat (qualified names such as `echo__add`), whatever `serve.mode` says;
+    that mode only shapes what MCP clients of `wsgi_app` see.
+    """
+
+    def __init__(self, runtime):
+        from .session import Session
+        self.runtime = runtime
+        self._ids = itertools.count(1)
+        self._apps: list = []
+        self._callbacks = gevent.pool.Group()
+        self._registered: dict = {}  # name → ServerConfig added through this handle (no discovery)
+        self._stopped = False
+        self._session = Session.start(runtime, notify=None, key="embedded", mode="flat")
+        self._request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                     "clientInfo": {"name": "troupe-embedded", "version": "1"}}, LOCAL_TIMEOUT)
+        self._notify("notifications/initialized", {})
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else f"{len(self.runtime.directory)} servers"
+        return f"<Troupe {state}>"
+
+    def __enter__(self) -> "Troupe":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- requests through the session
+
+    def _request(self, method: str, params: dict, timeout: float, error: type = McpError) -> dict:
+        import pykka
+        from .messages import ClientMessage
+        if self._stopped:
+            raise RuntimeError("this troupe handle is stopped")
+        rid = next(self._ids)
+        answer = gevent.event.AsyncResult()
+
+        def sink(message: dict) -> None:  # runs in an actor's greenlet: only hand the answer over
+            if "method" not in message and not answer.ready():
+                answer.set(message)
+        try:
+            self._session.tell(ClientMessage({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, sink))
+        except pykka.ActorDeadError:
+            raise RuntimeError("this troupe handle is stopped") from None
+        try:
+            answer.wait(timeout)
+        finally:
+            if not answer.ready():  # timed out, or the host's own gevent.Timeout/kill hit us
+                self._notify("notifications/cancelled", {"requestId": rid, "reason": "caller gave up"})
+        if not answer.ready():
+            raise TimeoutError(f"troupe: no answer to {method} within {timeout:g}s")
+        reply = answer.get()
+        if "error" in reply:
+            err = reply["error"]
+            raise error(err.get("code", 0), err.get("message", ""), err.get("data"))
+        return reply["result"]
+
+    def _notify(self, method: str, params: dict) -> None:
+        import pykka
+        from .messages import ClientMessage
+        try:
+            self._session.tell(ClientMessage({"jsonrpc": "2.0", "method": method, "params": params}, _ignore))
+        except pykka.ActorDeadError:
+            pass
+
+    def _server_timeout(self, server: str | None) -> float:
+        child = self.runtime.directory.get(server) if server else None
+        if child is not None:
+            return child.config.timeout
+        known = [c.config.timeout for c in list(self.runtime.directory.values())]
+        return max(known, default=DEFAULT_SERVER_TIMEOUT)
+
+    def _timeout(self, server: str | None = None) -> float:
+        """The server's own timeout plus a margin, plus the start-up wait while servers still start."""
+        wait = 0.0 if self.runtime.settled.is_set() else self.runtime.config.serve.startup_wait
+        return self._server_timeout(server) + wait + TIMEOUT_MARGIN
+
+    # ---------------------------------------------------------------- the catalogue
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every auto-start server is ready or failed (default: serve.startup_wait)."""
+        return self.runtime.settled.wait(self.runtime.config.serve.startup_wait if timeout is None else timeout)
+
+    def list_tools(self) -> list[dict]:
+        """Every tool under its qualified name (core_* included), once start-up has settled."""
+        self.wait_ready()
+        return self._request("tools/list", {}, LOCAL_TIMEOUT)["tools"]
+
+    def call_tool(self, name: str, arguments: dict | None = None, *, timeout: float | None = None) -> dict:
+        """The tool's result dict as the server sent it; a failing tool gives `isError: true`, not an exception.
+
+        Raises ToolError for a JSON-RPC error (unknown tool, arguments that are not an object…)
+        and TimeoutError after `timeout` (default: the server's timeout plus a margin).
+        """
+        if timeout is None:
+            entry = self.runtime.catalogue().tool(name)
+            timeout = self._timeout(entry.server if entry is not None else None)
+        return self._request("tools/call", {"name": name, "arguments": arguments or {}}, timeout, ToolError)
+
+    def list_resources(self) -> list[dict]:
+        self.wait_ready()
+        return self._request("resources/list", {}, LOCAL_TIMEOUT)["resources"]
+
+    def list_resource_templates(self) -> list[dict]:
+        self.wait_ready()
+        return self._request("resources/templates/list", {}, LOCAL_TIMEOUT)["resourceTemplates"]
+
+    def read_resource(self, uri: str, *, timeout: float | None = None) -> dict:
+        """{"contents": […]}; McpError if no server owns the URI."""
+        owner = self.runtime.catalogue().resource_owner(uri)
+        return self._request("resources/read", {"uri": uri}, timeout or self._timeout(owner and owner[0]))
+
+    def list_prompts(self) -> list[dict]:
+        self.wait_ready()
+        return self._request("prompts/list", {}, LOCAL_TIMEOUT)["prompts"]
+
+    def get_prompt(self, name: str, arguments: dict | None = None, *, timeout: float | None = None) -> dict:
+        """{"messages": […], …}; McpError for an unknown prompt."""
+        entry = self.runtime.catalogue().prompt(name)
+        params = {"name": name, "arguments": arguments or {}}  # MCP prompt arguments are strings
+        return self._request("prompts/get", params, timeout or self._timeout(entry.server if entry else None))
+
+    # ---------------------------------------------------------------- operating it
+
+    def status(self) -> dict:
+        """The supervisor's status report (what GET /status shows)."""
+        return self.runtime.status()
+
+    def events(self, limit: int = 100) -> list[dict]:
+        """Recent bus events, oldest first."""
+        return self.runtime.events(limit)
+
+    def subscribe(self, event_types: str | Iterable[str] | None, callback: Callable[[Any], None]) -> object:
+        """Call `callback(event)` for each bus event of these types (None or empty = all).
+
+        Each call runs in its own greenlet (the bus never waits for host code); an exception
+        there is logged. `event.kind` is its type name, `event.to_json()` a plain dict.
+        Returns a token for `unsubscribe`.
+        """
+        from . import events
+        types = (event_types,) if isinstance(event_types, str) else tuple(event_types or ())
+        known = _event_names(events.Event)
+        unknown = sorted(set(types) - known)
+        if unknown:
+            raise ValueError(f"unknown event types {unknown}; known: {', '.join(sorted(known))}")
+        token, group = object(), self._callbacks
+
+        def deliver(event) -> None:  # runs in the bus greenlet: never block it
+            group.spawn(_run_callback, callback, event)
+        self.runtime.bus.subscribe(token, deliver, types)
+        return token
+
+    def unsubscribe(self, token: object) -> None:
+        self.runtime.bus.unsubscribe(token)
+
+    def register_server(self, name: str, *, command: str | None = None, args: Iterable[str] = (),
+                        env: dict | None = None, cwd: str | None = None, url: str | None = None,
+                        headers: dict | None = None, type: str | None = None, wait: bool = True) -> dict:
+        """Add a server at runtime (stdio `command` or HTTP `url`); returns its status entry.
+
+        With discovery on this is a passive registration (persisted in its store); without it
+        the server lives as long as this handle. `wait` waits, at most serve.startup_wait, until
+        it is ready (its tools in the catalogue) or has failed.
+        """
+        spec: dict[str, Any] = {}
+        if command is not None:
+            spec.update(command=command, args=list(args))
+            if cwd:
+                spec["cwd"] = cwd
+        if url is not None:
+            spec["url"] = url
+        for key, value in (("env", env), ("headers", headers), ("type", type)):
+            if value:
+                spec[key] = value
+        if self.runtime.discovery is not None:
+            self.runtime.register_server({"name": name, **spec})
+        else:
+            self._apply_registration(name, spec)
+        if wait:
+            self._wait_settled(name, self.runtime.config.serve.startup_wait)
+        return self._server_status(name)
+
+    def _apply_registration(self, name: str, spec: dict) -> None:
+        from dataclasses import replace
+        from . import config as config_mod
+        if self.runtime.config.server(name) is not None:
+            raise ValueError(f"name {name!r} is used by a server in the main config")
+        server = config_mod.from_data({"mcpServers": {name: spec}}).servers[0]
+        self._registered[name] = replace(server, source=SOURCE)
+        # ApplyServers reconciles every server of a source: send the whole set each time.
+        self.runtime.apply_servers(tuple(self._registered.values()), source=SOURCE)
+
+    def unregister_server(self, name: str) -> bool:
+        """Stop and forget a server added with register_server; False if it was not one."""
+        if self.runtime.discovery is not None:
+            return bool(self.runtime.unregister_server(name))
+        if self._registered.pop(name, None) is None:
+            return False
+        self.runtime.apply_servers(tuple(self._registered.values()), source=SOURCE)
+        return True
+
+    def _wait_settled(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            child = self.runtime.directory.get(name)
+            if child is not None and child.settled and child.state != "starting":
+                # The registry publishes the lists a moment after the supervisor hears "ready".
+                if not child.callable or not any(child.counts) or name in self.runtime.catalogue().servers:
+                    return
+            gevent.sleep(POLL_INTERVAL)
+
+    def _server_status(self, name: str) -> dict:
+        found = next((s for s in self.status()["servers"] if s["name"] == name), None)
+        return found if found is not None else {"name": name, "state": "pending"}
+
+    def stop(self) -> None:
+        """Stop every actor and child process of this troupe; the host keeps running. Idempotent."""
+        import pykka
+        if self._stopped:
+            return
+        self._stopped = True
+        sessions = [self._session]
+        for app in self._apps:
+            sessions += [hs.ref for hs in list(app.mcp.sessions.values())]
+            app.close()  # ends its streams and its reaper greenlet
+        futures = [ref.stop(block=False) for ref in sessions]
+        try:
+            pykka.get_all(futures, timeout=SESSION_STOP_WAIT)
+        except Exception as exc:
+            logger.warning("embedded troupe: sessions did not all stop: {}", exc)
+        self.runtime.stop()
+        # Deferred requests wait on `settled` for up to startup_wait; release them now.
+        self.runtime.settled.set()
+        self._callbacks.kill(block=True, timeout=CALLBACK_KILL_WAIT)
+
+
+def _ignore(message: dict) -> None:
+    pass
+
+
+def _run_callback(callback: Callable, event) -> None:
+    try:
+        callback(event)
+    except Exception:  # host code: log it, keep delivering the next events
+        logger.exception("troupe event subscriber {!r} failed on {}", callback, event.kind)
+
+
+def _event_names(base: type) -> set[str]:
+    out, todo = set(), [base]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            out.add(sub.__name__)
+            todo.append(sub)
+    return out
