@@ -49,6 +49,13 @@ def serve(argv: list[str]) -> int:
     stop = gevent.event.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(sig, stop.set)
+    watcher = None
+    if args.config:
+        from .reload import ConfigWatcher
+        watcher = ConfigWatcher(runtime, args.config).start()
+    # SIGHUP's default would kill us: reload the file, or say there is none.
+    gevent.signal_handler(signal.SIGHUP, watcher.reload if watcher else
+                          lambda: logger.warning("SIGHUP: no --config file to reload"))
     if config.serve.transport == "stdio":
         from .serve import stdio
         worker = gevent.spawn(stdio.serve, runtime)
@@ -62,6 +69,8 @@ def serve(argv: list[str]) -> int:
         stop.wait()
     finally:
         logger.info("shutting down")
+        if watcher is not None:
+            watcher.stop()
         worker.kill(block=True, timeout=1.0)
         runtime.stop()
     if worker.exception is not None and not isinstance(worker.exception, gevent.GreenletExit):

@@ -1,0 +1,283 @@
+"""Sections 2-5 of scripts/bench.py: HTTP throughput, cold start, meta-tool latency, memory."""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+
+import orjson
+
+from _bench_paths import (bench_backend, everything_http, fastmcp_http, fastmcp_stdio, have_everything, http_client,
+                          http_entry, stdio_entry, troupe_config, troupe_http, troupe_stdio)
+from _bench_report import Report, ms, ratio
+from _bench_rpc import BenchError, HttpRpc, StdioRpc, rss_kib, time_calls
+
+# ---------------------------------------------------------------- 2. throughput over Streamable HTTP
+
+THROUGHPUT_VS_DIRECT, THROUGHPUT_VS_FASTMCP = 0.7, 10.0
+
+
+def _hammer(url: str, tool: str, arguments: dict, callers: int, seconds: float, warmup: float) -> dict:
+    """`callers` threads, each its own session and keep-alive connection, calling back to back; calls/s after warmup."""
+    clients = [HttpRpc(url, timeout=30.0) for _ in range(callers)]
+    try:
+        for client in clients:
+            client.initialize()
+        ends: list[list[float]] = [[] for _ in clients]
+        errors: list[str] = []
+        go = threading.Event()
+        clock = time.perf_counter
+        t_start = clock() + 0.05  # every thread is waiting on `go` by then
+        t_count, t_end = t_start + warmup, t_start + warmup + seconds
+
+        def caller(i: int) -> None:
+            client, mine = clients[i], ends[i]
+            go.wait()
+            while clock() < t_end:
+                try:
+                    client.call(tool, arguments)
+                except Exception as exc:  # counted, and shown: a failing path must not look fast
+                    errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    continue
+                mine.append(clock())
+
+        threads = [threading.Thread(target=caller, args=(i,), daemon=True) for i in range(callers)]
+        for t in threads:
+            t.start()
+        time.sleep(max(0.0, t_start - clock()))
+        go.set()
+        for t in threads:
+            t.join(timeout=seconds + warmup + 60)
+        done = sum(1 for mine in ends for e in mine if t_count <= e < t_end)
+        if done == 0:
+            raise BenchError(f"no call completed; errors: {errors[:3]}")
+        return {"calls_per_s": done / seconds, "calls": done, "seconds": seconds, "callers": callers,
+                "errors": len(errors), "first_errors": errors[:3]}
+    finally:
+        for client in clients:
+            client.close()
+
+
+def throughput(settings, report: Report) -> dict:
+    print(f"\n== 2. throughput, {settings.callers} concurrent callers over Streamable HTTP", flush=True)
+    section = f"2 throughput c={settings.callers} [server-everything HTTP]"
+    if not have_everything():
+        raise BenchError("server-everything is not installed (.ci/run installs it)")
+    tool, arguments = "echo", {"message": "hello"}
+    with contextlib.ExitStack() as stack:
+        backend, url = everything_http()
+        stack.callback(backend.stop)
+        t_proc, t_url = troupe_http("throughput", troupe_config("throughput", [http_entry("e", url, prefix="")]))
+        stack.callback(t_proc.stop)
+        f_proc, f_url = fastmcp_http("throughput", {"e": url})
+        stack.callback(f_proc.stop)
+        urls = {"direct": url, "troupe HTTP→HTTP": t_url, "FastMCP proxy HTTP→HTTP": f_url}
+        for name, u in urls.items():  # also lets troupe's first list wait for its upstream
+            probe = http_client(u)
+            if tool not in {t["name"] for t in probe.list_tools()}:
+                raise BenchError(f"{name}: no {tool!r} tool")
+            probe.close()
+        runs: dict[str, list[dict]] = {name: [] for name in urls}
+        for _ in range(settings.throughput_rounds):  # alternate paths so drift hits all alike
+            for name, u in urls.items():
+                runs[name].append(_hammer(u, tool, arguments, settings.callers, settings.throughput_seconds,
+                                          settings.throughput_warmup))
+    figures = {}
+    for name, rs in runs.items():
+        rate = statistics.median(r["calls_per_s"] for r in rs)
+        figures[name] = {"calls_per_s": rate, "rounds": rs, "errors": sum(r["errors"] for r in rs)}
+    d, t, f = (figures[k]["calls_per_s"] for k in urls)
+    vs_direct, vs_fastmcp = ratio(t, d), ratio(t, f)
+    for name, fig in figures.items():
+        extra = f" ({fig['errors']} errors)" if fig["errors"] else ""
+        if name.startswith("troupe"):
+            report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}", f"{vs_direct:.2f}× direct",
+                       f">= {THROUGHPUT_VS_DIRECT}× direct", vs_direct >= THROUGHPUT_VS_DIRECT)
+            report.row(section, "", "", f"{vs_fastmcp:.1f}× FastMCP proxy", f">= {THROUGHPUT_VS_FASTMCP:.0f}× FastMCP",
+                       vs_fastmcp >= THROUGHPUT_VS_FASTMCP)
+        else:
+            report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}",
+                       "baseline" if name == "direct" else f"{ratio(fig['calls_per_s'], d):.2f}× direct")
+    return {"backend": "server-everything streamableHttp", "tool": tool, "paths": figures,
+            "ratios": {"troupe/direct": vs_direct, "troupe/fastmcp": vs_fastmcp},
+            "targets": {"troupe/direct": THROUGHPUT_VS_DIRECT, "troupe/fastmcp": THROUGHPUT_VS_FASTMCP},
+            "met": {"troupe/direct": vs_direct >= THROUGHPUT_VS_DIRECT, "troupe/fastmcp": vs_fastmcp >= THROUGHPUT_VS_FASTMCP}}
+
+
+# ---------------------------------------------------------------- 3. cold start
+
+COLD_TOOLS = 5  # echo + 4 synthetic tools per backend
+COLD_RATIO_TARGET = 2.0
+
+
+def _until_listed(client: StdioRpc, names: set, deadline: float) -> None:
+    """tools/list until every expected name is there (troupe's first list already waits for start-up)."""
+    while True:
+        listed = {t["name"] for t in client.list_tools(timeout=max(1.0, deadline - time.monotonic()))}
+        if names <= listed:
+            return
+        if time.monotonic() > deadline:
+            raise BenchError(f"{client.label}: {len(names - listed)} of {len(names)} tools missing at the deadline")
+        time.sleep(0.01)
+
+
+def _cold(kind: str, n: int, budget: float) -> dict:
+    """Launch → initialize → every tool listed → one call to each backend answered."""
+    backend = bench_backend(COLD_TOOLS - 1)
+    names = [f"b{i:02d}" for i in range(n)]
+    synthetic = [f"t{i:05d}" for i in range(COLD_TOOLS - 1)]
+    if kind == "troupe":
+        client = troupe_stdio(f"cold-{n}", troupe_config(f"cold-{n}", [stdio_entry(s, backend) for s in names]))
+        qualified = {s: f"{s}__echo" for s in names}
+        expected = {f"{s}__{t}" for s in names for t in ["echo", *synthetic]}
+    else:
+        client = fastmcp_stdio(f"cold-{n}", {s: backend for s in names})
+        one = n == 1  # FastMCP prefixes only when it mounts several servers
+        qualified = {s: "echo" if one else f"{s}_echo" for s in names}
+        expected = {(t if one else f"{s}_{t}") for s in names for t in ["echo", *synthetic]}
+    deadline = time.monotonic() + budget
+    try:
+        client.initialize(timeout=budget)
+        t_init = time.perf_counter() - client.started
+        _until_listed(client, expected, deadline)
+        t_listed = time.perf_counter() - client.started
+        for s in names:
+            client.call(qualified[s], {"text": s}, timeout=max(1.0, deadline - time.monotonic()))
+        t_callable = time.perf_counter() - client.started
+    finally:
+        client.stop()
+    return {"initialize_s": t_init, "listed_s": t_listed, "callable_s": t_callable}
+
+
+def _spawn_floor(n: int, budget: float) -> float:
+    """No aggregator: launch n backends at once from here and initialize + list each (what n processes cost)."""
+    backend = bench_backend(COLD_TOOLS - 1)
+    t0 = time.perf_counter()
+    procs = [StdioRpc(list(backend.cmd), label=f"floor-{i}") for i in range(n)]
+    try:
+        for p in procs:
+            p.initialize(timeout=budget)
+            p.list_tools(timeout=budget)
+        return time.perf_counter() - t0
+    finally:
+        for p in procs:
+            p.stop(grace=0.2)
+
+
+def cold_start(settings, report: Report) -> dict:
+    print("\n== 3. cold start: launch until every tool of N stdio backends is callable", flush=True)
+    section = "3 cold start [bench_backend]"
+    out: dict = {"tools_per_backend": COLD_TOOLS, "troupe": {}, "fastmcp": {}, "spawn_floor": {}}
+    for n in settings.cold_ns:
+        runs = [_cold("troupe", n, settings.cold_budget) for _ in range(settings.cold_reps)]
+        out["troupe"][n] = {"callable_s": statistics.median(r["callable_s"] for r in runs),
+                            "listed_s": statistics.median(r["listed_s"] for r in runs),
+                            "initialize_s": statistics.median(r["initialize_s"] for r in runs), "runs": runs}
+        out["spawn_floor"][n] = statistics.median(_spawn_floor(n, settings.cold_budget) for _ in range(settings.cold_reps))
+    for n in settings.cold_ns:
+        if n > settings.fastmcp_cold_max:
+            out["fastmcp"][n] = {"skipped": f"N over {settings.fastmcp_cold_max}"}
+            continue
+        try:
+            run = _cold("fastmcp", n, settings.fastmcp_cold_budget)
+            out["fastmcp"][n] = {**run, "runs": [run]}
+        except BenchError as exc:
+            out["fastmcp"][n] = {"capped": f"over {settings.fastmcp_cold_budget:.0f} s budget: {exc}"[:300]}
+            report.note(f"FastMCP proxy cold start N={n} did not finish within {settings.fastmcp_cold_budget:.0f} s")
+    base = out["troupe"][settings.cold_ns[0]]["callable_s"]
+    for n in settings.cold_ns:
+        t = out["troupe"][n]
+        r = ratio(t["callable_s"], base)
+        target = met = None
+        if n == settings.cold_ns[-1] and n > 1:
+            target, met = f"< {COLD_RATIO_TARGET:.0f}× N={settings.cold_ns[0]}", r < COLD_RATIO_TARGET
+            out["ratio_max_over_min"], out["met"] = r, met
+        f = out["fastmcp"][n]
+        vs = f"; {ratio(t['callable_s'], f['callable_s']):.2f}× FastMCP" if "callable_s" in f else ""
+        report.row(section, f"troupe N={n}", f"{t['callable_s'] * 1000:.0f} ms (init {t['initialize_s'] * 1000:.0f})",
+                   f"{r:.2f}× N={settings.cold_ns[0]}{vs}", target or "", met)
+    for n in settings.cold_ns:
+        f = out["fastmcp"][n]
+        figure = f"{f['callable_s'] * 1000:.0f} ms" if "callable_s" in f else (f.get("skipped") or "capped")
+        report.row(section, f"FastMCP proxy N={n}", figure)
+    for n in settings.cold_ns:
+        report.row(section, f"spawn floor N={n} (no aggregator)", f"{out['spawn_floor'][n] * 1000:.0f} ms")
+    return out
+
+
+# ---------------------------------------------------------------- 4. meta-tools over a big catalogue
+
+FILTER_P50_TARGET_MS = 5.0
+
+
+def meta_tools(settings, report: Report) -> dict:
+    n = settings.catalogue
+    print(f"\n== 4. filter_tools and list_tools over {n} tools (troupe meta mode, stdio)", flush=True)
+    section = f"4 meta-tools [{n} tools]"
+    config = troupe_config("meta", [stdio_entry("big", bench_backend(n - 1))], mode="meta")
+    with troupe_stdio("meta", config) as client:
+        client.initialize()
+        first = client.call("list_tools", {"limit": 1}, timeout=180)  # waits for start-up
+        total = orjson.loads(first["content"][0]["text"])["total"]
+        if total < n:
+            raise BenchError(f"troupe lists {total} tools, expected at least {n}")
+        t0 = time.perf_counter()
+        client.call("filter_tools", {"query": "delta foxtrot"}, timeout=60)
+        index_s = time.perf_counter() - t0
+        count, warm = settings.meta_calls, max(3, settings.meta_calls // 10)
+        figures = {
+            "ping (floor)": time_calls(lambda: client.request("ping"), count, warm),
+            "filter_tools query": time_calls(lambda: client.call("filter_tools", {"query": "delta foxtrot synthetic"}),
+                                             count, warm),
+            "filter_tools pattern": time_calls(lambda: client.call("filter_tools", {"pattern": "big__t0*9"}), count, warm),
+            "list_tools limit 50": time_calls(lambda: client.call("list_tools", {"limit": 50}), count, warm),
+        }
+    floor = figures["ping (floor)"]["p50_ms"]
+    met = figures["filter_tools query"]["p50_ms"] < FILTER_P50_TARGET_MS
+    report.row(section, "first filter_tools (builds index)", ms(index_s * 1000))
+    for name, f in figures.items():
+        target, ok = ("", None)
+        if name == "filter_tools query":
+            target, ok = f"p50 < {FILTER_P50_TARGET_MS:.0f} ms", met
+        report.row(section, name, f"p50 {ms(f['p50_ms'])}  p99 {ms(f['p99_ms'])}",
+                   "baseline" if name.startswith("ping") else f"{ratio(f['p50_ms'], floor):.1f}× ping", target, ok)
+    return {"catalogue": total, "first_filter_s": index_s, "paths": figures,
+            "ratios": {k: ratio(v["p50_ms"], floor) for k, v in figures.items()},
+            "target_filter_p50_ms": FILTER_P50_TARGET_MS, "met": met}
+
+
+# ---------------------------------------------------------------- 5. memory
+
+RSS_PER_BACKEND_TARGET_KIB = 1024
+
+
+def _rss_with(n: int, settle: float) -> int:
+    names = [f"b{i:02d}" for i in range(n)]
+    backend = bench_backend(COLD_TOOLS - 1)
+    config = troupe_config(f"rss-{n}", [stdio_entry(s, backend) for s in names])
+    with troupe_stdio(f"rss-{n}", config) as client:
+        client.initialize()
+        _until_listed(client, {f"{s}__echo" for s in names}, time.monotonic() + 180)
+        for s in names:  # every connection has carried a call: steady state, not just connected
+            client.call(f"{s}__echo", {"text": s}, timeout=60)
+        time.sleep(settle)
+        samples = []
+        for _ in range(3):
+            samples.append(rss_kib(client.pid))  # troupe alone: backends are other processes
+            time.sleep(0.2)
+        return min(samples)
+
+
+def memory(settings, report: Report) -> dict:
+    lo, hi = settings.rss_ns
+    print(f"\n== 5. troupe's RSS with {lo} and {hi} connected backends (backends excluded)", flush=True)
+    section = "5 memory [bench_backend]"
+    rss = {n: _rss_with(n, settings.rss_settle) for n in (lo, hi)}
+    per = (rss[hi] - rss[lo]) / (hi - lo)
+    met = per < RSS_PER_BACKEND_TARGET_KIB
+    report.row(section, f"troupe RSS, {lo} backend", f"{rss[lo] / 1024:.1f} MiB", "baseline")
+    report.row(section, f"troupe RSS, {hi} backends", f"{rss[hi] / 1024:.1f} MiB", f"{ratio(rss[hi], rss[lo]):.2f}× {lo}")
+    report.row(section, "growth per connected backend", f"{per:.0f} KiB", "", "< 1024 KiB", met)
+    return {"rss_kib": rss, "per_backend_kib": per, "target_per_backend_kib": RSS_PER_BACKEND_TARGET_KIB, "met": met}
+

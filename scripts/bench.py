@@ -1,0 +1,155 @@
+#!/usr/bin/env python
+"""Measure the cost of troupe in the middle, against direct calls and FastMCP's proxy, in one run.
+
+Sections (all in one run, every ratio against a baseline measured in the same run):
+  1  tools/call latency at concurrency 1 (p50, p99): direct to the backend; troupe stdio→stdio;
+     troupe HTTP→stdio; FastMCP's create_proxy over stdio and HTTP. Backends: tests/servers/bench_backend
+     (single-threaded Python) and server-everything (Node).
+  2  throughput of 32 concurrent callers over Streamable HTTP against server-everything's HTTP server:
+     direct vs troupe in front of it vs the FastMCP proxy in front of it.
+  3  cold start: launch until every tool of N stdio backends is callable (N = 1, 10, 50), troupe and
+     the FastMCP proxy, plus the floor of launching N backends in parallel with no aggregator.
+  4  filter_tools and list_tools latency through troupe (meta mode) over a 10,000-tool catalogue.
+  5  troupe's own RSS with 1 and 50 connected backends, and the growth per backend.
+
+Usage:
+  python scripts/bench.py                       # full run (about 3-5 minutes on 2 cores)
+  python scripts/bench.py --quick               # smoke run: tiny counts, seconds per section
+  python scripts/bench.py --sections 1,4 --out results.json
+  python scripts/bench.py --sections 1 --profile bench-profile.txt
+      runs troupe (stdio→stdio, bench_backend) under `py-spy record` (installed with pip if missing)
+      while it serves echo calls, and writes the top functions by own and inclusive time to the file;
+      the collapsed stacks stay beside the logs (load them in speedscope or flamegraph.pl).
+
+Prints a table (section, path, figure, ratio vs baseline, target, met) and writes every figure to
+the JSON file. Children run in their own process groups and are always killed; each child's stderr
+is kept in a temporary log directory, printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers beside this file
+
+import _bench_latency  # noqa: E402
+import _bench_sections  # noqa: E402
+from _bench_report import Report  # noqa: E402
+from _bench_rpc import LOGS, BenchError, stop_all  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Counts and durations; --quick shrinks every one so a section takes seconds."""
+
+    latency_rounds: int = 5
+    latency_block: int = 400
+    latency_warmup: int = 200
+    profile_seconds: float = 10.0
+    callers: int = 32
+    throughput_seconds: float = 5.0
+    throughput_warmup: float = 1.0
+    throughput_rounds: int = 2
+    cold_ns: tuple = (1, 10, 50)
+    cold_reps: int = 3
+    cold_budget: float = 120.0
+    fastmcp_cold_max: int = 50
+    fastmcp_cold_budget: float = 90.0
+    catalogue: int = 10_000
+    meta_calls: int = 200
+    rss_ns: tuple = (1, 50)
+    rss_settle: float = 1.0
+    section_timeout: float = 900.0
+
+
+QUICK = Settings(latency_rounds=2, latency_block=25, latency_warmup=10, profile_seconds=2.0,
+                 throughput_seconds=1.5, throughput_warmup=0.3, throughput_rounds=1,
+                 cold_ns=(1, 2), cold_reps=1, fastmcp_cold_budget=30.0, catalogue=200, meta_calls=20,
+                 rss_ns=(1, 2), rss_settle=0.2, section_timeout=120.0)
+
+SECTIONS = {
+    "1": ("latency", _bench_latency.run),
+    "2": ("throughput", _bench_sections.throughput),
+    "3": ("cold_start", _bench_sections.cold_start),
+    "4": ("meta_tools", _bench_sections.meta_tools),
+    "5": ("memory", _bench_sections.memory),
+}
+
+
+class SectionTimeout(BenchError):
+    """A whole section ran past its bound (raised by SIGALRM in the main thread)."""
+
+
+def _alarm(signum, frame):
+    raise SectionTimeout("section ran past its time bound")
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--quick", action="store_true", help="smoke run: tiny counts, seconds per section")
+    p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")
+    p.add_argument("--sections", default="1,2,3,4,5", help="comma-separated section numbers")
+    p.add_argument("--profile", nargs="?", const="bench-profile.txt", default=None, metavar="FILE",
+                   help="profile troupe (py-spy) during a stdio latency run; summary to FILE")
+    args = p.parse_args(argv)
+    chosen = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SECTIONS]
+    if unknown:
+        p.error(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
+    settings = QUICK if args.quick else Settings()
+    report = Report()
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGTERM, _terminate)
+    failed: list[str] = []
+    started = time.monotonic()
+    print(f"troupe benchmark ({'quick' if args.quick else 'full'}); child logs in {LOGS}", flush=True)
+    try:
+        for number in chosen:
+            key, fn = SECTIONS[number]
+            signal.alarm(int(settings.section_timeout))
+            t0 = time.monotonic()
+            try:
+                report.sections[key] = {**fn(settings, report), "elapsed_s": time.monotonic() - t0}
+            except Exception as exc:  # one broken section must not hide the others' figures
+                failed.append(key)
+                report.sections[key] = {"error": f"{type(exc).__name__}: {exc}"}
+                print(f"  section {number} ({key}) FAILED: {type(exc).__name__}: {exc}", flush=True)
+                traceback.print_exc()
+            finally:
+                signal.alarm(0)
+                stop_all()
+        if args.profile:
+            signal.alarm(int(settings.section_timeout))
+            try:
+                report.sections["profile"] = _bench_latency.profile(settings, Path(args.profile), report)
+            finally:
+                signal.alarm(0)
+                stop_all()
+    finally:
+        stop_all()
+    print("\n" + report.table())
+    for note in report.notes:
+        print(f"note: {note}")
+    Path(args.out).write_bytes(orjson.dumps(report.as_json({**vars(args), "settings": asdict(settings)}),
+                                            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    print(f"\nfigures written to {args.out} in {time.monotonic() - started:.0f} s; child logs in {LOGS}")
+    if failed:
+        print(f"sections failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
