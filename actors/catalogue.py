@@ -42,9 +42,18 @@ class Catalogue:
     servers: tuple = ()
     collisions: tuple = ()  # human-readable lines, for the status report
     tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
+    # Argument validators, compiled on first use and kept for this snapshot's lifetime.
+    _validators: dict = field(default_factory=dict, compare=False, repr=False)
 
     def tool(self, name: str) -> Entry | None:
         return self.tool_index.get(name)
+
+    def validator(self, entry: Entry):
+        found = self._validators.get(entry.name)
+        if found is None:
+            from .protocol.validation import compile_validator
+            found = self._validators[entry.name] = compile_validator(entry.name, entry.definition.get("inputSchema"))
+        return found
 
     def prompt(self, name: str) -> Entry | None:
         return self.prompt_index.get(name)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -85,13 +86,19 @@ def check(argv: list[str]) -> int:
     try:
         cfg = config_mod.load(args.config)
     except config_mod.ConfigError as exc:
-        for problem in exc.problems:
+        # File order reads best in an editor; problems without a line (unreadable file) first.
+        for problem in sorted(exc.problems, key=_line_of):
             print(problem)
         print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
         return 1
     print(f"{cfg.path}: OK ({len(cfg.servers)} servers: {', '.join(s.name for s in cfg.servers) or 'none'}; "
           f"serve {cfg.serve.transport}/{cfg.serve.mode})")
     return 0
+
+
+def _line_of(problem: str) -> int:
+    match = re.match(r"^.*?:(\d+): ", problem)
+    return int(match.group(1)) if match else 0
 
 
 def discover(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ from loguru import logger
 
 from .config import ServerConfig
 from .events import ResourceUpdated, ServerLogged
-from .messages import (CancelForward, ConnectionCounts, ConnectionDegraded, ConnectionFailed,
+from .messages import (AnswerServer, CancelForward, ServerRequest, ServerRequestCancelled, ConnectionCounts, ConnectionDegraded, ConnectionFailed,
                        ConnectionReady, Forward, Inbound, NotifyUpstream, PublishServer, RequestTimedOut,
                        SetLogLevel, TransportClosed, UpstreamError)
 from .protocol import jsonrpc, mcp
@@ -21,6 +21,9 @@ from .transports.base import TransportError, TransportGarbage
 INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
 MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
 DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
+CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits this long for a person
+# Server→client requests troupe relays, and the client capability each needs.
+RELAYED = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
 
 
 def make_transport(config: ServerConfig, on_message, on_closed):
@@ -64,6 +67,7 @@ class Connection(pykka.ThreadingActor):
         self.transport = None
         self._next_id = 0
         self._pending: dict[int, _Pending] = {}
+        self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref)
         self._lists: dict[str, tuple] = {}
         self._listing: set[str] = set()
         self._ready = False
@@ -87,7 +91,9 @@ class Connection(pykka.ThreadingActor):
             self.log.exception("transport open failed")
             self._fail(f"transport open failed: {exc}")
             return
-        self._request("initialize", {"protocolVersion": mcp.LATEST, "capabilities": self._client_caps,
+        # What troupe can relay for its clients (see Runtime.upstream_capabilities).
+        caps = self.shared.get("client_caps", self._client_caps)
+        self._request("initialize", {"protocolVersion": mcp.LATEST, "capabilities": caps,
                                      "clientInfo": mcp.CLIENT_INFO},
                       self._initialized, timeout=min(INIT_TIMEOUT, max(self.config.timeout, 5.0)))
 
@@ -126,6 +132,8 @@ class Connection(pykka.ThreadingActor):
                 self._timed_out(rid)
             case CancelForward():
                 self._cancel(message)
+            case AnswerServer(upstream_id=uid, outcome=outcome):
+                self._answer_server(uid, outcome)
             case SetLogLevel(level=level):
                 self._set_log_level(level)
             case NotifyUpstream(method=method, params=params):
@@ -258,13 +266,42 @@ class Connection(pykka.ThreadingActor):
             self._complete(rid, result if isinstance(result, dict) else {})
 
     def _server_request(self, msg: dict) -> None:
-        method = msg["method"]
+        method, uid = msg["method"], msg["id"]
         if method == "ping":
-            self._send(jsonrpc.result(msg["id"], {}))
+            self._send(jsonrpc.result(uid, {}))
             return
-        # troupe advertises no client capabilities upstream yet, so nothing else is owed.
-        self._send(jsonrpc.error(msg["id"], jsonrpc.METHOD_NOT_FOUND,
-                                 f"troupe does not handle {method} from servers"))
+        router = self.shared.get("route_server_request")
+        if method not in RELAYED or router is None:
+            self._send(jsonrpc.error(uid, jsonrpc.METHOD_NOT_FOUND, f"troupe does not relay {method}"))
+            return
+        # The client whose call is in flight here triggered it (the newest such call wins).
+        origin = origin_request = None
+        for p in reversed(self._pending.values()):
+            if p.origin is not None:
+                origin, origin_request = p.origin, p.origin_request
+                break
+        me = self.actor_ref
+
+        def on_reply(outcome) -> None:  # runs in the session's greenlet
+            try:
+                me.tell(AnswerServer(uid, outcome))
+            except pykka.ActorDeadError:
+                pass
+        timer = gevent.spawn_later(CLIENT_ANSWER_TIMEOUT, on_reply, UpstreamError(
+            jsonrpc.REQUEST_TIMEOUT, f"no client answered {method} within {CLIENT_ANSWER_TIMEOUT:g}s"))
+        session = router(ServerRequest(self.config.name, uid, method, msg.get("params") or {}, on_reply,
+                                       origin_request), origin)
+        self._relayed[uid] = (timer, session)
+
+    def _answer_server(self, uid, outcome) -> None:
+        entry = self._relayed.pop(uid, None)
+        if entry is None:
+            return  # answered already (timeout or cancel): one answer only
+        entry[0].kill(block=False)
+        if isinstance(outcome, UpstreamError):
+            self._send(jsonrpc.error(uid, outcome.code, outcome.message, outcome.data))
+        else:
+            self._send(jsonrpc.result(uid, outcome))
 
     def _server_notification(self, msg: dict) -> None:
         method, params = msg["method"], msg.get("params") or {}
@@ -282,7 +319,13 @@ class Connection(pykka.ThreadingActor):
         elif method == "notifications/resources/updated":
             if self.bus is not None and isinstance(params.get("uri"), str):
                 self.bus.publish(ResourceUpdated(self.config.name, params["uri"]))
-        elif method != "notifications/cancelled":
+        elif method == "notifications/cancelled":
+            entry = self._relayed.pop(params.get("requestId"), None)
+            if entry is not None:  # the server gave up on its own request to a client
+                entry[0].kill(block=False)
+                if entry[1] is not None:
+                    entry[1].tell(ServerRequestCancelled(self.config.name, params.get("requestId")))
+        else:
             self.log.debug("unhandled notification {}", method)
 
     # ---------------------------------------------------------------- handshake and lists
@@ -371,6 +414,9 @@ class Connection(pykka.ThreadingActor):
         self.supervisor.tell(ConnectionFailed(self.config.name, self.generation, reason))
 
     def _fail_all(self, message: str) -> None:
+        relayed, self._relayed = self._relayed, {}
+        for timer, _session in relayed.values():
+            timer.kill(block=False)
         pending, self._pending = self._pending, {}
         for rid, p in pending.items():
             if p.timer is not None:

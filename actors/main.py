@@ -45,7 +45,7 @@ def serve(argv: list[str]) -> int:
     # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
     sys.stdout = sys.stderr
     from .runtime import Runtime
-    runtime = Runtime(config, discovery=args.discovery).start()
+    runtime = Runtime(config, discovery=args.discovery)
     stop = gevent.event.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(sig, stop.set)
@@ -58,9 +58,13 @@ def serve(argv: list[str]) -> int:
                           lambda: logger.warning("SIGHUP: no --config file to reload"))
     if config.serve.transport == "stdio":
         from .serve import stdio
-        worker = gevent.spawn(stdio.serve, runtime)
+        worker = gevent.spawn(stdio.serve, runtime)  # starts the runtime once the client has spoken
     else:
         from .serve import http
+        # Many clients: upstreams may ask for all three; each request goes to the client whose
+        # call triggered it, and is refused for a client without the capability.
+        runtime.set_upstream_capabilities({k: {} for k in runtime.RELAY_CAPABILITIES})
+        runtime.start()
         worker = gevent.spawn(http.serve, runtime, stop)
     worker.link(lambda _: stop.set())
     logger.info("troupe {} serving over {} in {} mode ({} servers configured)", __version__,

@@ -120,6 +120,36 @@ class UpstreamError:
         return err
 
 
+@dataclass(frozen=True, slots=True)
+class ServerRequest:
+    """An upstream's request for a client (sampling, elicitation, roots), routed to a session.
+
+    `on_reply(result_dict | UpstreamError)` answers it, exactly once; `origin_request`
+    is the client's call that triggered it, if known (its stream carries the request).
+    """
+
+    server: str
+    upstream_id: Any
+    method: str
+    params: Any
+    on_reply: Callable[[Any], None]
+    origin_request: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRequestCancelled:
+    server: str
+    upstream_id: Any
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerServer:
+    """The client's answer to a relayed server request, for the connection to send upstream."""
+
+    upstream_id: Any
+    outcome: Any
+
+
 # ------------------------------------------------------------ Registry
 
 

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 
 from .stats import LATENCY_BUCKETS
 
+# generate_latest writes the classic text format; newer clients label it "version=1.0.0",
+# which Prometheus before 3.0 does not know, so name the version every scraper reads.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STATES = ("starting", "ready", "degraded", "backoff", "failed", "stopped")
 
 
@@ -43,8 +45,8 @@ def _troupe(report: dict):
 def _servers(servers: list, directory: dict):
     label = ["server"]
     calls = CounterMetricFamily("troupe_server_calls", "Tool calls forwarded to the server.", labels=label)
-    errors = CounterMetricFamily("troupe_server_errors", "Calls that ended in an error (tool or transport).",
-                                 labels=label)
+    errors = CounterMetricFamily("troupe_server_errors", "Calls that got an error, a transport failure or a "
+                                 "timeout (a tool result with isError is an answer).", labels=label)
     timeouts = CounterMetricFamily("troupe_server_timeouts", "Calls that timed out.", labels=label)
     latency = HistogramMetricFamily("troupe_server_call_duration_seconds", "Tool call latency.", labels=label)
     in_flight = GaugeMetricFamily("troupe_server_in_flight", "Calls waiting for the server now.", labels=label)
@@ -122,4 +124,4 @@ def install(app) -> None:
     """Register GET /metrics on an http.App (one registry per app, built once)."""
     registry = registry_for(app.rt)
     app.extra_routes[("GET", "/metrics")] = \
-        lambda environ: ("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)], generate_latest(registry))
+        lambda environ: ("200 OK", [("Content-Type", CONTENT_TYPE)], generate_latest(registry))

@@ -13,6 +13,8 @@ from . import config as config_mod
 from .events import ConfigReloaded
 
 POLL_S = 1.0
+SETTLE_S = 0.2  # a change counts once the file has not moved for this long
+SETTLE_TRIES = 10
 
 
 class ConfigWatcher:
@@ -76,6 +78,14 @@ class ConfigWatcher:
         stat = self._stat_now()
         if stat == self._stat:
             return False
+        # An editor may truncate, then write: wait for the file to hold still, so a
+        # half-written (say, empty) file is never applied as "no servers".
+        for _ in range(SETTLE_TRIES):
+            gevent.sleep(SETTLE_S)
+            again = self._stat_now()
+            if again == stat:
+                break
+            stat = again
         self._stat = stat
         digest = self._digest_now()
         if digest is None or digest == self._digest:

@@ -38,13 +38,19 @@ class Runtime:
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = None
         self._stopped = False
-        self.shared: dict = {}  # settings every connection follows (upstream log level)
+        # Settings every connection follows: upstream log level, the client capabilities
+        # troupe advertises upstream, and how a server→client request finds its session.
+        self.shared: dict = {"client_caps": {}, "route_server_request": self.route_server_request}
+        self.sessions: dict[str, pykka.ActorRef] = {}  # live sessions, most recently initialized last
+        self.session_caps: dict[str, dict] = {}
         self._log_levels: dict[str, str] = {}  # session → level it asked for
         self._subscriptions: dict[tuple[str, str], int] = {}  # (server, upstream uri) → subscribers
 
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> "Runtime":
+        if self.bus is not None:
+            return self  # already started
         self.bus = BusClient(EventBus.start())
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
@@ -93,7 +99,8 @@ class Runtime:
             return
         self._stopped = True
         deadline = time.monotonic() + STOP_DEADLINE
-        for ref in (self.discovery, self.supervisor, self.registry, self.bus.ref if self.bus else None):
+        for ref in (*self.sessions.values(), self.discovery, self.supervisor, self.registry,
+                    self.bus.ref if self.bus else None):
             if ref is None:
                 continue
             try:
@@ -138,6 +145,60 @@ class Runtime:
         """
         bare = [s.name for s in self.config.servers if s.effective_prefix == ""]
         return bare[0] if len(bare) == 1 else None
+
+    # ---------------------------------------------------------------- sessions and relaying
+
+    RELAY_CAPABILITIES = ("sampling", "elicitation", "roots")
+
+    def set_upstream_capabilities(self, client_caps: dict | None) -> None:
+        """What upstreams are told the client supports: the relayable part of `client_caps`
+        (stdio: the one client's; HTTP: all three, routed per call). Set before start()."""
+        caps = client_caps or {}
+        self.shared["client_caps"] = {k: caps[k] for k in self.RELAY_CAPABILITIES if k in caps}
+
+    def session_started(self, key: str, ref) -> None:
+        self.sessions[key] = ref
+
+    def session_initialized(self, key: str, caps: dict) -> None:
+        ref = self.sessions.pop(key, None)
+        if ref is not None:
+            self.sessions[key] = ref  # most recent last
+            self.session_caps[key] = caps
+
+    def session_stopped(self, key: str) -> None:
+        self.sessions.pop(key, None)
+        self.session_caps.pop(key, None)
+
+    def route_server_request(self, request, origin):
+        """Hand an upstream's request to the session whose call triggered it, or else to the
+        newest session that can take it; answer with an error when no client can."""
+        from .messages import ServerRequest, UpstreamError
+        from .protocol import jsonrpc
+        assert isinstance(request, ServerRequest)
+        ref = self.sessions.get(origin) if origin is not None else None
+        if ref is None:
+            need = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
+                    "roots/list": "roots"}.get(request.method)
+            for key in reversed(list(self.sessions)):
+                if need in self.session_caps.get(key, {}):
+                    ref = self.sessions[key]
+                    break
+        if ref is None:
+            request.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND,
+                                           f"no connected client can answer {request.method}"))
+            return None
+        try:
+            ref.tell(request)
+        except pykka.ActorDeadError:
+            request.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "the client went away"))
+            return None
+        return ref
+
+    def notify_upstreams(self, method: str, params=None) -> None:
+        from .messages import NotifyUpstream
+        for child in list(self.directory.values()):
+            if child.callable:
+                child.ref.tell(NotifyUpstream(method, params))
 
     # ---------------------------------------------------------------- cross-session settings
 

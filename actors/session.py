@@ -11,8 +11,9 @@ from loguru import logger
 from . import coretools, metatools
 from .catalogue import Catalogue
 from .events import ResourceUpdated, ServerLogged
-from .messages import CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, UpstreamError
-from .protocol import jsonrpc, mcp
+from .messages import (CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, ServerRequest,
+                       ServerRequestCancelled, UpstreamError)
+from .protocol import jsonrpc, mcp, validation
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "resources": "notifications/resources/list_changed",
@@ -69,18 +70,26 @@ class Session(pykka.ThreadingActor):
         self.protocol_version = mcp.LATEST
         self.initialized = False
         self.mode = mode or runtime.config.serve.mode
-        # client request id → server, so a client's cancellation reaches the right upstream
-        self._inflight: dict[Any, str] = {}
+        # client request id → (server, sink): a cancellation reaches the right upstream, and a
+        # server→client request triggered by that call travels on the call's own stream
+        self._inflight: dict[Any, tuple] = {}
+        self._outgoing: dict[str, tuple] = {}  # our request id → (on_reply, server, upstream id)
+        self._outgoing_ids = itertools.count(1)
         self._after_wait = False
         self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
         self._subscribed: dict[tuple[str, str], str] = {}  # (server, upstream uri) → URI the client used
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
+        self.rt.session_started(self.key, self.actor_ref)
         self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated"))
 
     def on_stop(self) -> None:
+        self.rt.session_stopped(self.key)
         self.rt.bus.unsubscribe(self.key)
+        outgoing, self._outgoing = self._outgoing, {}
+        for on_reply, server, _ in outgoing.values():  # the upstream must not wait for a gone client
+            on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "the client went away", server=server))
         self._cancel_all("client disconnected")
         self.rt.set_log_level(self.key, None)
         for server, uri in list(self._subscribed):
@@ -112,6 +121,14 @@ class Session(pykka.ThreadingActor):
             case _Retry():
                 self._forward(message.rid, message.server, message.method, message.params, message.sink,
                               message.shape, message.token, retry=False)
+            case ServerRequest():
+                self._server_request(message)
+            case ServerRequestCancelled(server=server, upstream_id=uid):
+                for our_id, (_, srv, up) in list(self._outgoing.items()):
+                    if srv == server and up == uid:
+                        del self._outgoing[our_id]
+                        if self.notify is not None:
+                            self.notify(jsonrpc.notification("notifications/cancelled", {"requestId": our_id}))
             case ServerLogged():
                 self._relay_log(message)
             case ResourceUpdated(server=server, uri=uri):
@@ -139,7 +156,8 @@ class Session(pykka.ThreadingActor):
                 sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "not a JSON-RPC 2.0 message"))
             return
         if method is None:
-            return  # a response from the client: troupe sends it no requests yet
+            self._client_response(msg)
+            return
         if "id" not in msg:
             self._notification(method, msg.get("params") or {})
             return
@@ -148,12 +166,46 @@ class Session(pykka.ThreadingActor):
             return
         self._request(msg, sink)
 
+    def _client_response(self, msg: dict) -> None:
+        entry = self._outgoing.pop(msg.get("id"), None) if isinstance(msg.get("id"), (str, int)) else None
+        if entry is None:
+            logger.debug("session {}: response to unknown request {!r} dropped", self.key, msg.get("id"))
+            return
+        on_reply, server, _ = entry
+        error = msg.get("error")
+        if isinstance(error, dict):
+            on_reply(UpstreamError(error.get("code", jsonrpc.INTERNAL_ERROR), str(error.get("message", "")),
+                                   error.get("data"), server=server))
+        else:
+            result = msg.get("result")
+            on_reply(result if isinstance(result, dict) else {})
+
+    def _server_request(self, req: ServerRequest) -> None:
+        need = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
+                "roots/list": "roots"}.get(req.method)
+        if need not in self.client_caps:
+            req.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND, f"this client does not support {need}"))
+            return
+        entry = self._inflight.get(req.origin_request)
+        sink = entry[1] if entry else self.notify
+        if sink is None:
+            req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "no open stream to the client"))
+            return
+        our_id = f"troupe-{next(self._outgoing_ids)}"
+        self._outgoing[our_id] = (req.on_reply, req.server, req.upstream_id)
+        params = dict(req.params)
+        if req.method == "elicitation/create" and isinstance(params.get("message"), str):
+            params["message"] = f"[{req.server}] {params['message']}"  # say which server is asking
+        sink(jsonrpc.request(our_id, req.method, params))
+
     def _notification(self, method: str, params: dict) -> None:
         if method == "notifications/initialized":
             self.initialized = True
+        elif method == "notifications/roots/list_changed":
+            self.rt.notify_upstreams("notifications/roots/list_changed")
         elif method == "notifications/cancelled":
             rid = params.get("requestId")
-            server = self._inflight.pop(rid, None)
+            server = (self._inflight.pop(rid, None) or (None,))[0]
             ref = self.rt.connection(server) if server else None
             if ref is not None:
                 ref.tell(CancelForward(self.key, rid, str(params.get("reason") or "cancelled by client")))
@@ -182,6 +234,7 @@ class Session(pykka.ThreadingActor):
         self.client_caps = params.get("capabilities") or {}
         self.client_info = params.get("clientInfo") or {}
         self.protocol_version = mcp.negotiate(params.get("protocolVersion"))
+        self.rt.session_initialized(self.key, self.client_caps)
         sink(jsonrpc.result(rid, {
             "protocolVersion": self.protocol_version,
             "capabilities": {"tools": {"listChanged": True},
@@ -260,6 +313,12 @@ class Session(pykka.ThreadingActor):
         self._call(rid, entry, args, params, sink)
 
     def _call(self, rid, entry, args, params, sink) -> None:
+        problem = validation.problems(self.rt.catalogue().validator(entry), args)
+        if problem is not None:  # caught here, the model gets a precise reason and no server is bothered
+            sink(jsonrpc.result(rid, metatools.text_result(
+                f"invalid arguments for {entry.name}: {problem}. describe_tool shows its schema."
+                if self.mode == "meta" else f"invalid arguments for {entry.name}: {problem}", is_error=True)))
+            return
         upstream = {"name": entry.original, "arguments": args}
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
@@ -283,7 +342,7 @@ class Session(pykka.ThreadingActor):
         if retry is None:
             retry = method in IDEMPOTENT_METHODS
         inflight = self._inflight
-        inflight[rid] = server
+        inflight[rid] = (server, sink)
         rt, me = self.rt, self.actor_ref
 
         def on_reply(outcome) -> None:  # runs in the connection's greenlet
@@ -484,7 +543,7 @@ class Session(pykka.ThreadingActor):
             self.notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))
 
     def _cancel_all(self, reason: str) -> None:
-        servers = set(self._inflight.values())
+        servers = {server for server, _ in self._inflight.values()}
         self._inflight.clear()
         for server in servers:
             ref = self.rt.connection(server)

@@ -2,17 +2,12 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
-import sys
 import time
-from collections import Counter
-from pathlib import Path
 
 from _bench_paths import (Backend, bench_backend, everything_stdio, fastmcp_http, fastmcp_stdio, have_everything,
-                          http_client, stdio_entry, troupe_cmd, troupe_config, troupe_http, troupe_stdio)
+                          http_client, stdio_entry, troupe_config, troupe_http, troupe_stdio)
 from _bench_report import Report, ms, ratio
-from _bench_rpc import LOGS, PYTHON, BenchError, StdioRpc, percentiles
+from _bench_rpc import BenchError, StdioRpc, percentiles
 
 ADDED_P50_TARGET_MS = 0.5
 
@@ -96,72 +91,3 @@ def run(settings, report: Report) -> dict:
     for backend in backends:
         out[backend.label] = _measure_backend(backend, settings, report, f"1 latency c=1 [{backend.label}]")
     return out
-
-
-# ---------------------------------------------------------------- --profile
-
-def _profiler() -> list[str] | None:
-    if shutil.which("py-spy"):
-        return ["py-spy"]
-    try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True, timeout=300,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return ["py-spy"] if shutil.which("py-spy") else None
-
-
-def _summarise(raw: Path, top: int = 30) -> str:
-    """Self and inclusive sample counts per function from py-spy's collapsed stacks."""
-    own, total, samples = Counter(), Counter(), 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        samples += n
-        frames = [f for f in stack.split(";") if f]
-        if frames:
-            own[frames[-1]] += n
-        for frame in set(frames):
-            total[frame] += n
-    if not samples:
-        return "no samples (was troupe busy?)\n"
-    lines = [f"{samples} samples of troupe while serving stdio echo calls (idle excluded)", "",
-             f"top {top} by own time (self):"]
-    lines += [f"  {n / samples:6.1%}  {f}" for f, n in own.most_common(top)]
-    lines += ["", f"top {top} by inclusive time:"]
-    lines += [f"  {n / samples:6.1%}  {f}" for f, n in total.most_common(top)]
-    return "\n".join(lines) + "\n"
-
-
-def profile(settings, out_path: Path, report: Report) -> dict:
-    """Run troupe (stdio→stdio, bench_backend) under py-spy while it serves echo calls; write the top functions."""
-    print("\n== profile: troupe stdio→stdio under py-spy", flush=True)
-    spy = _profiler()
-    if spy is None:
-        report.note("--profile: py-spy unavailable (pip install py-spy); no profile written")
-        return {"error": "py-spy unavailable"}
-    backend = bench_backend()
-    raw = LOGS / "profile.collapsed"
-    config = troupe_config("profile", [stdio_entry("b", backend, prefix="")])
-    cmd = [*spy, "record", "--format", "raw", "--rate", "1000", "--nonblocking", "-o", str(raw), "--",
-           *troupe_cmd(config, python=(PYTHON,))]
-    client = StdioRpc(cmd, label="troupe-under-py-spy")
-    try:
-        client.initialize()
-        client.list_tools()
-        deadline = time.monotonic() + settings.profile_seconds
-        calls = 0
-        while time.monotonic() < deadline:
-            client.call(backend.tool, backend.arguments)
-            calls += 1
-    finally:
-        client.stop(grace=15.0)  # stdin EOF ends troupe; py-spy then writes its file
-    if not raw.exists():
-        report.note(f"--profile: py-spy wrote nothing; its log: {client.log_path}")
-        return {"error": "no profile output", "log": str(client.log_path)}
-    summary = f"troupe profile: {calls} echo calls in {settings.profile_seconds:.0f} s\n" + _summarise(raw)
-    out_path.write_text(summary)
-    report.note(f"profile summary written to {out_path} (collapsed stacks: {raw})")
-    return {"summary_file": str(out_path), "collapsed_stacks": str(raw), "calls": calls}

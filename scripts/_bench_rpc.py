@@ -158,7 +158,10 @@ class StdioRpc(Proc):
                     if self.expired:
                         raise BenchError(f"{self.label}: no answer to {method} within {timeout} s")
                     raise BenchError(f"{self.label} closed stdout during {method}:\n{self.tail()}")
-                reply = orjson.loads(line)
+                try:
+                    reply = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # not ours: py-spy announces itself on the same stdout
                 if reply.get("id") == rid and "method" not in reply:
                     return _check(reply, method)
         finally:

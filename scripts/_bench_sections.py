@@ -218,10 +218,16 @@ def meta_tools(settings, report: Report) -> dict:
     config = troupe_config("meta", [stdio_entry("big", bench_backend(n - 1))], mode="meta")
     with troupe_stdio("meta", config) as client:
         client.initialize()
-        first = client.call("list_tools", {"limit": 1}, timeout=180)  # waits for start-up
-        total = orjson.loads(first["content"][0]["text"])["total"]
-        if total < n:
-            raise BenchError(f"troupe lists {total} tools, expected at least {n}")
+        client.list_tools()  # tools/list waits for start-up to settle
+        deadline = time.monotonic() + 180
+        while True:  # then the catalogue must hold the backend's tools
+            page = client.call("list_tools", {"limit": 1}, timeout=60)
+            total = orjson.loads(page["content"][0]["text"])["total"]
+            if total >= n:
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"troupe lists {total} tools, expected at least {n}")
+            time.sleep(0.05)
         t0 = time.perf_counter()
         client.call("filter_tools", {"query": "delta foxtrot"}, timeout=60)
         index_s = time.perf_counter() - t0

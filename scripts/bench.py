@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {note}")
     Path(args.out).write_bytes(orjson.dumps(report.as_json({**vars(args), "settings": asdict(settings)}),
                                             option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    print(f"\nfigures written to {args.out} in {time.monotonic() - started:.0f} s; child logs in {LOGS}")
+    print(f"\nfigures written to {args.out} in {time.monotonic() - started:.1f} s; child logs in {LOGS}")
     if failed:
         print(f"sections failed: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -123,7 +123,7 @@
     tr.dataset.state = s.state;
     tr.dataset.since = s.since || "";
     const lat = s.latency_ms || {};
-    const where = s.pid ? "pid " + s.pid : (s.url || (s.launch && s.launch.command) || "–");
+    const where = s.pid ? "pid " + s.pid : (s.url || launchLine(s.launch) || "–");
     const errors = (s.errors || 0) + (s.timeouts ? " / " + s.timeouts + " t/o" : "");
     tr.replaceChildren(
       el("td", {}, el("strong", {}, s.name), el("span", { class: "sub" }, s.source || "")),
@@ -143,6 +143,9 @@
     );
     if (changed) { tr.classList.remove("changed"); void tr.offsetWidth; tr.classList.add("changed"); }
   }
+
+  // Launch facts never hold env or header values; the interpreter's full path is noise here.
+  const launchLine = (l) => (l && l.command ? [l.command.split("/").pop(), ...(l.args || [])].join(" ") : "");
 
   const fmtMs = (v) => (v >= 100 ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2));
 
@@ -267,7 +270,8 @@
     // Show a state change at once (the full report follows), so short states are never missed.
     if (e.type === "ServerStateChanged" && status) {
       const s = status.servers.find((x) => x.name === e.server);
-      if (s) { s.state = e.new; s.since = e.at; s.last_error = ["failed", "backoff", "degraded"].includes(e.new) ? e.reason : null; renderServers(); }
+      if (s) { s.state = e.new; s.since = e.at; s.last_error = ["failed", "backoff", "degraded"].includes(e.new) ? e.reason : null;
+        renderHeader(); renderServers(); }
     }
     scheduleRefresh();
   }
@@ -326,6 +330,9 @@
       if (since && tr.dataset.since) since.textContent = ago(Number(tr.dataset.since)) + " ago";
     }
   }, 1000);
+
+  // Call counters change without events: catch up whenever the operator comes back to the tab.
+  document.addEventListener("visibilitychange", () => { if (!document.hidden && status) scheduleRefresh(); });
 
   start();
 })();

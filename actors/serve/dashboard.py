@@ -53,6 +53,8 @@ def make_control(runtime):
         name, _, action = rest.rpartition("/")
         if not name or action not in ACTIONS:
             return _json({"error": f"use POST {API_PREFIX}<name>/<{'|'.join(ACTIONS)}>"}, "400 Bad Request")
+        if name not in runtime.directory:  # a typo is answered here and never reaches the supervisor
+            return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
         try:
             return _json(runtime.control(action, name))
         except KeyError:

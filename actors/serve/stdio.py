@@ -13,6 +13,7 @@ from ..protocol import jsonrpc
 from ..session import Session
 
 MAX_LINE = 16 * 1024 * 1024
+FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities
 
 
 def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
@@ -43,11 +44,20 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
                 return
 
     writer = gevent.spawn(write_loop)
-    session = Session.start(runtime, notify=sink, key="stdio")
     inp = FileObjectPosix(os.dup(stdin_fd), "rb")
+    # A stdio client sends initialize as soon as it has spawned us: its capabilities tell
+    # what troupe may advertise upstream (sampling, elicitation, roots), so the upstream
+    # connections start once it is read (or after a short wait for a silent client).
+    first = None
+    with gevent.Timeout(FIRST_MESSAGE_WAIT, False):
+        first = inp.readline(MAX_LINE + 1)
+    runtime.set_upstream_capabilities(_capabilities_of(first))
+    runtime.start()
+    session = Session.start(runtime, notify=sink, key="stdio")
+    pending = [first] if first is not None else []
     try:
         while True:
-            line = inp.readline(MAX_LINE + 1)
+            line = pending.pop() if pending else inp.readline(MAX_LINE + 1)
             if not line:
                 break
             if len(line) > MAX_LINE:
@@ -74,3 +84,14 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
         writer.join(timeout=1.0)
         inp.close()
         out.close()
+
+
+def _capabilities_of(line: bytes | None) -> dict:
+    try:
+        msg = jsonrpc.decode(line) if line else None
+    except ValueError:
+        return {}
+    if isinstance(msg, dict) and msg.get("method") == "initialize" and isinstance(msg.get("params"), dict):
+        caps = msg["params"].get("capabilities")
+        return caps if isinstance(caps, dict) else {}
+    return {}

@@ -1,0 +1,251 @@
+"""The dashboard in a real headless chromium: lists servers, follows a killed backend live, actions, token."""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+
+import pytest
+import requests
+
+from tests.support import wait_until
+from tests.support.troupe import TroupeHttp, server, write_config
+
+CHROMIUM = os.environ.get("TROUPE_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOT = "/tmp/troupe-dashboard.png"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1400,900", "--remote-debugging-pipe")
+
+
+class Browser:
+    """Chromium driven over the DevTools protocol on a pipe: no port, no extra package."""
+
+    def __init__(self):
+        if not os.path.exists(CHROMIUM):
+            raise AssertionError(f"{CHROMIUM} is missing: .ci/run installs it (apt-get install chromium)")
+        self.profile = tempfile.mkdtemp(prefix="troupe-chromium-")
+        # --remote-debugging-pipe talks on fds 3 (in) and 4 (out): the shell maps our pipes there.
+        self.proc = subprocess.Popen(
+            ["sh", "-c", 'exec "$0" "$@" 3<&0 4>&1 0</dev/null 1>/dev/null', CHROMIUM, *FLAGS,
+             f"--user-data-dir={self.profile}", "about:blank"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._ids = itertools.count(1)
+        self._replies: dict[int, queue.Queue] = {}
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        buf = b""
+        while True:
+            chunk = self.proc.stdout.read1(65536)
+            if not chunk:
+                return
+            buf += chunk
+            while b"\0" in buf:
+                raw, buf = buf.split(b"\0", 1)
+                msg = json.loads(raw)
+                if "id" in msg:
+                    self._box(msg["id"]).put(msg)
+
+    def _box(self, mid: int) -> queue.Queue:
+        with self._lock:
+            return self._replies.setdefault(mid, queue.Queue())
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30):
+        mid = next(self._ids)
+        msg = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\0")
+        self.proc.stdin.flush()
+        try:
+            reply = self._box(mid).get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"chromium did not answer {method} within {timeout}s") from None
+        if "error" in reply:
+            raise AssertionError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+    def open(self, url: str) -> "Page":
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        page = Page(self, session)
+        page.send("Page.enable")
+        page.send("Emulation.setDeviceMetricsOverride",
+                  {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        page.send("Page.navigate", {"url": url})
+        return page
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=5)
+            self.proc.wait(timeout=10)
+        except (AssertionError, OSError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class Page:
+    def __init__(self, browser: Browser, session: str):
+        self.browser, self.session = browser, session
+
+    def send(self, method: str, params: dict | None = None, timeout: float = 30):
+        return self.browser.send(method, params, self.session, timeout)
+
+    def js(self, expression: str):
+        """Evaluate in the page; the value comes back as JSON (promises awaited)."""
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True})
+        if "exceptionDetails" in result:
+            raise AssertionError(f"page script failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def rows(self) -> dict:
+        """What the servers table shows: name → (state badge text, restarts cell text)."""
+        return {name: (state, restarts) for name, state, restarts in self.js(
+            "[...document.querySelectorAll('#servers tr[data-server]')].map(r => [r.dataset.server,"
+            " r.querySelector('.badge').textContent, r.cells[7].textContent])") or []}
+
+    def text(self, selector: str) -> str:
+        return self.js(f"(document.querySelector({json.dumps(selector)}) || {{}}).innerText || ''")
+
+    def screenshot(self, path: str) -> None:
+        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = Browser()
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def http_troupe(tmp_path):
+    started = []
+
+    def make(servers, *args, **serve):
+        t = TroupeHttp(write_config(tmp_path, servers, **serve), *args)
+        started.append(t)
+        return t
+    yield make
+    for t in started:
+        assert t.stop() == 0
+
+
+def _status(t, **headers) -> dict:
+    return requests.get(t.base + "/status", headers=headers, timeout=10).json()
+
+
+def _pid(t, name: str) -> int | None:
+    return next(s["pid"] for s in _status(t)["servers"] if s["name"] == name)
+
+
+# Records every state the row of `name` shows, so a short backoff cannot slip between two looks.
+WATCH = """(() => {
+  window.__seen = [];
+  const look = () => {
+    const row = document.querySelector('#servers tr[data-server="%s"]');
+    const state = row && row.querySelector('.badge').textContent;
+    if (state && window.__seen[window.__seen.length - 1] !== state) window.__seen.push(state);
+  };
+  new MutationObserver(look).observe(document.getElementById('servers'),
+                                     {subtree: true, childList: true, characterData: true});
+  look();
+  window.__loadedOnce = 'yes';
+  return true;
+})()"""
+
+
+def test_dashboard_lists_servers_and_follows_a_killed_backend_live(http_troupe, browser):
+    slow_restart = {"restart": {"min_backoff": 1.0, "max_backoff": 1.0}}
+    t = http_troupe([server("alpha", "tests.servers.echo"),
+                     server("beta", "tests.servers.echo", "--name", "beta", **slow_restart),
+                     server("broken", "tests.servers.crash_on_start")])
+    wait_until(lambda: _status(t)["ready"], 20, message="troupe ready")
+    page = browser.open(t.base + "/")
+    wait_until(lambda: {n: s for n, (s, _) in page.rows().items()}.get("beta") == "ready"
+               and page.rows().get("alpha", ("",))[0] == "ready", 20, message="page lists alpha and beta ready")
+    assert set(page.rows()) == {"alpha", "beta", "broken"}
+    assert page.rows()["broken"][0] in ("backoff", "failed", "starting")
+    wait_until(lambda: page.text("#live") == "live", 10, message="page subscribed to /events")
+    assert "Discovery is off" in page.text("#discovery")
+    assert "ServerStateChanged" in page.text("#events")
+    assert page.js(WATCH % "beta")
+
+    old_pid = _pid(t, "beta")
+    os.kill(old_pid, signal.SIGKILL)
+    # The page shows beta leave ready and come back, with no reload (the marker survives).
+    wait_until(lambda: page.js("window.__seen.length > 2 && window.__seen[window.__seen.length - 1] === 'ready'"),
+               20, interval=0.1, message="page shows beta go down and come back")
+    seen = page.js("window.__seen")
+    assert seen[0] == "ready" and any(s in ("backoff", "starting") for s in seen[1:-1]), seen
+    assert page.js("window.__loadedOnce") == "yes", "the page reloaded"
+    assert _pid(t, "beta") not in (None, old_pid)
+    wait_until(lambda: page.rows()["beta"][1] == "1", 10, message="restart count shown")
+    events = page.text("#events")
+    assert "ServerDisconnected" in events and "beta" in events
+    assert page.rows()["alpha"][0] == "ready"
+
+    # Actions go through the same supervisor operations as the core_service_* tools.
+    page.js("document.querySelector('#servers tr[data-server=\"alpha\"] button[data-action=\"disable\"]').click()")
+    wait_until(lambda: page.rows()["alpha"][0] == "stopped", 10, message="alpha disabled from the page")
+    assert next(s for s in _status(t)["servers"] if s["name"] == "alpha")["enabled"] is False
+    enable = "document.querySelector('#servers tr[data-server=\"alpha\"] button[data-action=\"enable\"]')"
+    wait_until(lambda: page.js(f"!!{enable}"), 10, message="Enable offered for the disabled server")
+    page.js(f"{enable}.click()")
+    wait_until(lambda: page.rows()["alpha"][0] == "ready", 20, message="alpha enabled again from the page")
+    assert page.js("window.__loadedOnce") == "yes"
+    page.screenshot(SCREENSHOT)
+
+
+def test_dashboard_routes_and_token(http_troupe, browser):
+    token = "dash-s3cret"
+    t = http_troupe([server("echo", "tests.servers.echo")], auth_token=token)
+    auth = {"Authorization": f"Bearer {token}"}
+    wait_until(lambda: _status(t, **auth)["ready"], 20, message="ready")
+
+    page_resp = requests.get(t.base + "/", timeout=10)  # the page holds no data: no token needed
+    assert page_resp.status_code == 200 and page_resp.headers["Content-Type"].startswith("text/html")
+    assert "default-src 'self'" in page_resp.headers["Content-Security-Policy"]
+    assert "ServerStateChanged" in page_resp.text  # event names the page listens for
+    for asset, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+        r = requests.get(f"{t.base}/dashboard/{asset}", timeout=10)
+        assert r.status_code == 200 and r.headers["Content-Type"].startswith(kind)
+    assert requests.get(t.base + "/dashboard/..%2Fsetup.cfg", timeout=10).status_code == 404
+    assert requests.get(t.base + "/dashboard/index.htm", timeout=10).status_code == 404
+
+    assert requests.get(t.base + "/status", timeout=10).status_code == 401
+    assert requests.get(t.base + "/metrics", timeout=10).status_code == 401
+    assert requests.post(t.base + "/api/servers/echo/restart", timeout=10).status_code == 401
+    assert requests.get(t.base + "/events?access_token=wrong", timeout=10).status_code == 401
+    assert requests.get(t.base + "/status?access_token=" + token, timeout=10).status_code == 401  # /events only
+    with requests.get(f"{t.base}/events?access_token={token}", stream=True, timeout=10) as events:
+        assert events.status_code == 200 and events.headers["Content-Type"].startswith("text/event-stream")
+    assert requests.post(t.base + "/api/servers/nope/restart", headers=auth, timeout=10).status_code == 404
+    assert requests.post(t.base + "/api/servers/echo/explode", headers=auth, timeout=10).status_code == 400
+    assert requests.post(t.base + "/api/servers/echo/restart", headers={**auth, "Origin": "http://evil.example"},
+                         timeout=10).status_code == 403
+    restarted = requests.post(t.base + "/api/servers/echo/restart", headers=auth, timeout=10)
+    assert restarted.status_code == 200 and restarted.json()["restarts"] == 1
+
+    # In the browser: the page asks for the token once, then shows the servers and goes live.
+    page = browser.open(t.base + "/")
+    wait_until(lambda: page.js("!document.getElementById('auth').hidden"), 10, message="token form shown")
+    page.js(f"document.getElementById('token').value = {json.dumps(token)};"
+            " document.getElementById('auth').requestSubmit(); true")
+    wait_until(lambda: page.rows().get("echo", ("",))[0] == "ready", 20, message="servers shown after the token")
+    wait_until(lambda: page.text("#live") == "live", 10, message="events stream with the token")
+    assert page.js("sessionStorage.getItem('troupe-token')") == token
+    assert token not in "".join(t.stderr)
