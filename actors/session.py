@@ -1,6 +1,7 @@
 """Session actor: one downstream MCP client; routes its requests, answers exactly once."""
 from __future__ import annotations
 
+import base64
 import itertools
 from typing import Any
 
@@ -263,7 +264,13 @@ class Session(pykka.ThreadingActor):
         cat = self.rt.catalogue()
         self._served_version["tools"] = cat.version
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        sink(jsonrpc.result(rid, {"tools": tools + list(coretools.CORE_TOOLS)}))
+        self._paged(rid, params, sink, tools + list(coretools.CORE_TOOLS), "tools", cat.version)
+
+    def _paged(self, rid, params, sink, items, key, version) -> None:
+        try:
+            sink(jsonrpc.result(rid, _page(items, params, key, version)))
+        except _BadCursor as exc:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))
 
     def _starting_up(self) -> bool:
         return not self._after_wait and not self.rt.settled.is_set()
@@ -406,11 +413,12 @@ class Session(pykka.ThreadingActor):
     def _resources_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
         self._served_version["resources"] = cat.version
-        sink(jsonrpc.result(rid, {"resources": [dict(r.definition) for r in cat.resources]}))
+        self._paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat.version)
 
     def _templates_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
-        sink(jsonrpc.result(rid, {"resourceTemplates": [dict(t.definition) for t in cat.templates]}))
+        self._paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates",
+                    cat.version)
 
     def _resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
@@ -425,7 +433,7 @@ class Session(pykka.ThreadingActor):
     def _prompts_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
         self._served_version["prompts"] = cat.version
-        sink(jsonrpc.result(rid, {"prompts": [dict(p.definition) for p in cat.prompts]}))
+        self._paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat.version)
 
     def _prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")
@@ -552,6 +560,36 @@ class Session(pykka.ThreadingActor):
                     ref.tell(CancelForward(self.key, None, reason))
                 except pykka.ActorDeadError:
                     pass
+
+
+# ---------------------------------------------------------------- paging
+
+
+PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
+
+
+def _page(items: list, params: dict, key: str, version: int) -> dict:
+    """One page of a merged list; the cursor names the catalogue it was cut from."""
+    cursor = params.get("cursor")
+    offset = 0
+    if cursor is not None:
+        try:
+            raw = base64.urlsafe_b64decode(str(cursor).encode()).decode()
+            v, o = raw.split(":")
+            offset, cursor_version = int(o), int(v)
+        except (ValueError, UnicodeDecodeError):
+            raise _BadCursor(f"invalid cursor {cursor!r}") from None
+        if offset < 0 or offset > len(items) or cursor_version > version:
+            raise _BadCursor(f"invalid cursor {cursor!r}")
+    page = items[offset:offset + PAGE_SIZE]
+    out = {key: page}
+    if offset + PAGE_SIZE < len(items):
+        out["nextCursor"] = base64.urlsafe_b64encode(f"{version}:{offset + PAGE_SIZE}".encode()).decode()
+    return out
+
+
+class _BadCursor(Exception):
+    pass
 
 
 # ---------------------------------------------------------------- answer shapes
