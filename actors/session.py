@@ -1,7 +1,6 @@
 """Session actor: one downstream MCP client; routes its requests, answers exactly once."""
 from __future__ import annotations
 
-import base64
 import itertools
 from typing import Any
 
@@ -15,11 +14,13 @@ from .events import ResourceUpdated, ServerLogged
 from .messages import (CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, ServerRequest,
                        ServerRequestCancelled, UpstreamError)
 from .protocol import jsonrpc, mcp, validation
+from .relaying import RelayHandlers
+from .replies import (BadCursor, page, passthrough, prompt_as_tool, resource_as_tool, restore_uris,
+                      tool_outcome)
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "resources": "notifications/resources/list_changed",
                        "prompts": "notifications/prompts/list_changed"}
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _session_ids = itertools.count(1)
 
 
@@ -60,7 +61,7 @@ def _retry_when_back(rt, session_ref, server: str, failure, retry: "_Retry") -> 
         pass
 
 
-class Session(pykka.ThreadingActor):
+class Session(RelayHandlers, pykka.ThreadingActor):
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
         super().__init__()
         self.rt = runtime
@@ -167,38 +168,6 @@ class Session(pykka.ThreadingActor):
             return
         self._request(msg, sink)
 
-    def _client_response(self, msg: dict) -> None:
-        entry = self._outgoing.pop(msg.get("id"), None) if isinstance(msg.get("id"), (str, int)) else None
-        if entry is None:
-            logger.debug("session {}: response to unknown request {!r} dropped", self.key, msg.get("id"))
-            return
-        on_reply, server, _ = entry
-        error = msg.get("error")
-        if isinstance(error, dict):
-            on_reply(UpstreamError(error.get("code", jsonrpc.INTERNAL_ERROR), str(error.get("message", "")),
-                                   error.get("data"), server=server))
-        else:
-            result = msg.get("result")
-            on_reply(result if isinstance(result, dict) else {})
-
-    def _server_request(self, req: ServerRequest) -> None:
-        need = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
-                "roots/list": "roots"}.get(req.method)
-        if need not in self.client_caps:
-            req.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND, f"this client does not support {need}"))
-            return
-        entry = self._inflight.get(req.origin_request)
-        sink = entry[1] if entry else self.notify
-        if sink is None:
-            req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "no open stream to the client"))
-            return
-        our_id = f"troupe-{next(self._outgoing_ids)}"
-        self._outgoing[our_id] = (req.on_reply, req.server, req.upstream_id)
-        params = dict(req.params)
-        if req.method == "elicitation/create" and isinstance(params.get("message"), str):
-            params["message"] = f"[{req.server}] {params['message']}"  # say which server is asking
-        sink(jsonrpc.request(our_id, req.method, params))
-
     def _notification(self, method: str, params: dict) -> None:
         if method == "notifications/initialized":
             self.initialized = True
@@ -268,8 +237,8 @@ class Session(pykka.ThreadingActor):
 
     def _paged(self, rid, params, sink, items, key, version) -> None:
         try:
-            sink(jsonrpc.result(rid, _page(items, params, key, version)))
-        except _BadCursor as exc:
+            sink(jsonrpc.result(rid, page(items, params, key, version)))
+        except BadCursor as exc:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))
 
     def _starting_up(self) -> bool:
@@ -311,7 +280,7 @@ class Session(pykka.ThreadingActor):
             return
         passthrough = self.rt.passthrough_server() if entry is None and self.mode == "flat" else None
         if passthrough is not None:
-            self._forward(rid, passthrough, "tools/call", params, sink, _passthrough())
+            self._forward(rid, passthrough, "tools/call", params, sink, passthrough())
             return
         if entry is None:
             hint = "list_tools or filter_tools" if self.mode == "meta" else "tools/list"
@@ -333,7 +302,7 @@ class Session(pykka.ThreadingActor):
             upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
         retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
             self.rt.retry_tools(entry.server)
-        self._forward(rid, entry.server, "tools/call", upstream, sink, _tool_outcome, token, retry=retry)
+        self._forward(rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
 
     def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                  retry: bool | None = None) -> None:
@@ -394,7 +363,7 @@ class Session(pykka.ThreadingActor):
                 owner = cat.resource_owner(uri)
                 if owner is None:
                     raise metatools.MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
-                self._forward(rid, owner[0], "resources/read", {"uri": owner[1]}, sink, _resource_as_tool)
+                self._forward(rid, owner[0], "resources/read", {"uri": owner[1]}, sink, resource_as_tool)
             elif name == "get_prompt":
                 pname = metatools._required_str(args, "name")
                 entry = cat.prompt(pname)
@@ -402,7 +371,7 @@ class Session(pykka.ThreadingActor):
                     raise metatools.MetaError(f"unknown prompt {pname!r}; use list_prompts to find names")
                 pargs = args.get("arguments") or {}
                 self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
-                              sink, _prompt_as_tool)
+                              sink, prompt_as_tool)
             else:
                 sink(jsonrpc.result(rid, metatools.handle(name, args, cat, coretools.CORE_TOOLS)))
         except metatools.MetaError as exc:
@@ -428,7 +397,7 @@ class Session(pykka.ThreadingActor):
             return
         server, original = owner
         self._forward(rid, server, "resources/read", {**params, "uri": original}, sink,
-                      _passthrough(lambda r: _restore_uris(r, original, uri)))
+                      passthrough(lambda r: restore_uris(r, original, uri)))
 
     def _prompts_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
@@ -439,100 +408,12 @@ class Session(pykka.ThreadingActor):
         name = params.get("name")
         entry = self.rt.catalogue().prompt(name) if isinstance(name, str) else None
         if entry is None and isinstance(name, str) and (bare := self.rt.passthrough_server()) is not None:
-            self._forward(rid, bare, "prompts/get", params, sink, _passthrough())
+            self._forward(rid, bare, "prompts/get", params, sink, passthrough())
             return
         if entry is None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown prompt: {name}"))
             return
-        self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, _passthrough())
-
-    def _resource_owner(self, uri) -> tuple[str, str] | None:
-        """(server, upstream URI); an unlisted URI goes to the passthrough server if there is one."""
-        if not isinstance(uri, str):
-            return None
-        owner = self.rt.catalogue().resource_owner(uri)
-        if owner is None and (bare := self.rt.passthrough_server()) is not None:
-            return bare, uri
-        return owner
-
-    def _subscribe(self, rid, params, sink, msg) -> None:
-        uri = params.get("uri")
-        owner = self._resource_owner(uri)
-        if owner is None:
-            sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
-            return
-        server, original = owner
-        if (server, original) in self._subscribed:
-            sink(jsonrpc.result(rid, {}))
-            return
-        if self.rt.count_subscription(server, original, +1) > 1:
-            self._subscribed[(server, original)] = uri  # upstream already sends its updates
-            sink(jsonrpc.result(rid, {}))
-            return
-        subscribed = self._subscribed
-
-        def shape(rid_, outcome):
-            if isinstance(outcome, UpstreamError):
-                self.rt.count_subscription(server, original, -1)
-            else:
-                subscribed[(server, original)] = uri
-            return _passthrough()(rid_, outcome)
-        self._forward(rid, server, "resources/subscribe", {"uri": original}, sink, shape)
-
-    def _unsubscribe(self, rid, params, sink, msg) -> None:
-        uri = params.get("uri")
-        owner = self._resource_owner(uri)
-        if owner is not None and owner in self._subscribed:
-            self._drop_subscription(*owner)
-        sink(jsonrpc.result(rid, {}))
-
-    def _drop_subscription(self, server: str, uri: str) -> None:
-        self._subscribed.pop((server, uri), None)
-        if self.rt.count_subscription(server, uri, -1) == 0:
-            ref = self.rt.connection(server)
-            if ref is not None:
-                ref.tell(Forward("resources/unsubscribe", {"uri": uri}, _ignore))
-
-    def _set_level(self, rid, params, sink, msg) -> None:
-        level = params.get("level")
-        if level not in LOG_LEVELS:
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}"))
-            return
-        self.log_level = level
-        self.rt.set_log_level(self.key, level)
-        sink(jsonrpc.result(rid, {}))
-
-    def _relay_log(self, event: ServerLogged) -> None:
-        if self.log_level is None or self.notify is None:
-            return
-        level = event.level if event.level in LOG_LEVELS else "info"
-        if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
-            return
-        params = {"level": level, "logger": f"{event.server}/{event.logger}" if event.logger else event.server,
-                  "data": event.data}
-        self.notify(jsonrpc.notification("notifications/message", params))
-
-    def _complete(self, rid, params, sink, msg) -> None:
-        ref = params.get("ref")
-        cat = self.rt.catalogue()
-        target = None
-        if isinstance(ref, dict) and ref.get("type") == "ref/prompt":
-            entry = cat.prompt(ref.get("name")) if isinstance(ref.get("name"), str) else None
-            if entry is not None:
-                target = (entry.server, {**params, "ref": {**ref, "name": entry.original}})
-        elif isinstance(ref, dict) and ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
-            owner = cat.resource_owner(ref["uri"])
-            for tpl in cat.templates:  # a template's own URI is a valid completion ref too
-                if owner is None and tpl.uri == ref["uri"]:
-                    owner = (tpl.server, tpl.original)
-            if owner is not None:
-                target = (owner[0], {**params, "ref": {**ref, "uri": owner[1]}})
-        if target is None and (bare := self.rt.passthrough_server()) is not None:
-            target = (bare, params)
-        if target is None:
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"no prompt or resource matches ref {ref!r}"))
-            return
-        self._forward(rid, target[0], "completion/complete", target[1], sink, _passthrough())
+        self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, passthrough())
 
     def _discover(self, rid, params, sink, msg) -> None:
         # The stateless 2026-07-28 era is not served yet: clients fall back to initialize.
@@ -560,87 +441,6 @@ class Session(pykka.ThreadingActor):
                     ref.tell(CancelForward(self.key, None, reason))
                 except pykka.ActorDeadError:
                     pass
-
-
-# ---------------------------------------------------------------- paging
-
-
-PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
-
-
-def _page(items: list, params: dict, key: str, version: int) -> dict:
-    """One page of a merged list; the cursor names the catalogue it was cut from."""
-    cursor = params.get("cursor")
-    offset = 0
-    if cursor is not None:
-        try:
-            raw = base64.urlsafe_b64decode(str(cursor).encode()).decode()
-            v, o = raw.split(":")
-            offset, cursor_version = int(o), int(v)
-        except (ValueError, UnicodeDecodeError):
-            raise _BadCursor(f"invalid cursor {cursor!r}") from None
-        if offset < 0 or offset > len(items) or cursor_version > version:
-            raise _BadCursor(f"invalid cursor {cursor!r}")
-    page = items[offset:offset + PAGE_SIZE]
-    out = {key: page}
-    if offset + PAGE_SIZE < len(items):
-        out["nextCursor"] = base64.urlsafe_b64encode(f"{version}:{offset + PAGE_SIZE}".encode()).decode()
-    return out
-
-
-class _BadCursor(Exception):
-    pass
-
-
-# ---------------------------------------------------------------- answer shapes
-
-
-def _tool_outcome(rid, outcome) -> dict:
-    """A backend result unchanged; a failure becomes an isError result naming the server."""
-    if isinstance(outcome, UpstreamError):
-        return jsonrpc.result(rid, metatools.text_result(_failure_text(outcome), is_error=True))
-    return jsonrpc.result(rid, outcome)
-
-
-def _failure_text(err: UpstreamError) -> str:
-    if err.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
-        return err.message
-    return f"server {err.server} returned error {err.code}: {err.message}"
-
-
-def _ignore(outcome) -> None:
-    pass
-
-
-def _passthrough(transform=None):
-    def shape(rid, outcome) -> dict:
-        if isinstance(outcome, UpstreamError):
-            if outcome.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
-                return jsonrpc.error(rid, outcome.code, outcome.message, {"server": outcome.server})
-            return jsonrpc.error(rid, outcome.code, outcome.message, outcome.data)
-        return jsonrpc.result(rid, transform(outcome) if transform else outcome)
-    return shape
-
-
-def _restore_uris(result: dict, original: str, exposed: str) -> dict:
-    if original == exposed:
-        return result
-    contents = [{**c, "uri": exposed} if isinstance(c, dict) and c.get("uri") == original else c
-                for c in result.get("contents") or ()]
-    return {**result, "contents": contents}
-
-
-def _resource_as_tool(rid, outcome) -> dict:
-    if isinstance(outcome, UpstreamError):
-        return _tool_outcome(rid, outcome)
-    content = [{"type": "resource", "resource": c} for c in outcome.get("contents") or () if isinstance(c, dict)]
-    return jsonrpc.result(rid, {"content": content})
-
-
-def _prompt_as_tool(rid, outcome) -> dict:
-    if isinstance(outcome, UpstreamError):
-        return _tool_outcome(rid, outcome)
-    return jsonrpc.result(rid, metatools.text_result(outcome))
 
 
 _METHODS = {

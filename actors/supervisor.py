@@ -17,7 +17,7 @@ from .connection import Connection, make_transport
 from .events import CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted, ServerStateChanged, StartupSettled
 from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                        ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
-from .policy import PERMANENT, TEMPORARY, ChildSpec, Policy
+from .policy import TEMPORARY, ChildSpec, Policy
 from .stats import ServerStats
 
 STARTING, READY, DEGRADED, BACKOFF, FAILED, STOPPED = "starting", "ready", "degraded", "backoff", "failed", "stopped"

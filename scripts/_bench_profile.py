@@ -66,16 +66,17 @@ def summarise(raw: Path, top: int = 25) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", data
 
 
-def _profile_one(spy: str, label: str, servers: list[dict], mode: str, workload, seconds: float) -> tuple[str, dict]:
+def _profile_one(spy: str, slug: str, label: str, servers: list[dict], mode: str, workload,
+                 seconds: float) -> tuple[str, dict]:
     """Start troupe, settle it, attach py-spy for `seconds` while `workload(client)` runs back to back."""
-    raw = LOGS / f"profile-{label}.collapsed"
-    with troupe_stdio(f"profile-{label}", troupe_config(f"profile-{label}", servers, mode=mode)) as client:
+    raw = LOGS / f"profile-{slug}.collapsed"
+    with troupe_stdio(f"profile-{slug}", troupe_config(f"profile-{slug}", servers, mode=mode)) as client:
         client.initialize()
         client.list_tools()
         workload(client)  # warm: first calls build caches (the filter index) outside the profile
         spy_proc = Proc([spy, "record", "--pid", str(client.pid), "--duration", str(max(1, round(seconds))),
                          "--rate", "1000", "--nonblocking", "--function", "--format", "raw", "-o", str(raw)],
-                        label=f"py-spy-{label}", pipes=False)
+                        label=f"py-spy-{slug}", pipes=False)
         try:
             time.sleep(0.3)  # let py-spy attach before the measured calls
             calls, deadline = 0, time.monotonic() + seconds + 30
@@ -99,23 +100,22 @@ def profile(settings, out_path: Path, report: Report) -> dict:
         report.note("--profile: py-spy unavailable (pip install py-spy); no profile written")
         return {"error": "py-spy unavailable"}
     small = bench_backend()
-    workloads = [("echo stdio→stdio [bench_backend]", [stdio_entry("b", small, prefix="")], "flat",
+    workloads = [("echo-bench", "echo stdio→stdio [bench_backend]", [stdio_entry("b", small, prefix="")], "flat",
                   lambda c: c.call(small.tool, small.arguments))]
     if have_everything():
         ev = everything_stdio()
-        workloads.append(("echo stdio→stdio [server-everything]", [stdio_entry("b", ev, prefix="")], "flat",
-                          lambda c: c.call(ev.tool, ev.arguments)))
-    big = [stdio_entry("big", bench_backend(settings.catalogue - 1))]
-    workloads.append((f"filter_tools query over {settings.catalogue} tools", big, "meta",
+        workloads.append(("echo-everything", "echo stdio→stdio [server-everything]", [stdio_entry("b", ev, prefix="")],
+                          "flat", lambda c: c.call(ev.tool, ev.arguments)))
+    big, n = [stdio_entry("big", bench_backend(settings.catalogue - 1))], settings.catalogue
+    workloads.append(("filter-tools", f"filter_tools query over {n} tools", big, "meta",
                       lambda c: c.call("filter_tools", {"query": "delta foxtrot synthetic"})))
-    workloads.append((f"list_tools limit 50 over {settings.catalogue} tools", big, "meta",
+    workloads.append(("list-tools", f"list_tools limit 50 over {n} tools", big, "meta",
                       lambda c: c.call("list_tools", {"limit": 50})))
     texts, out = [], {}
-    for label, servers, mode, workload in workloads:
+    for slug, label, servers, mode, workload in workloads:
         print(f"  profiling {label}", flush=True)
-        text, data = _profile_one(spy, label.split(" [")[0].split(" over")[0].replace(" ", "-").replace("→", "-")
-                                  + f"-{len(out)}", servers, mode, workload, settings.profile_seconds)
-        texts.append(text.replace(text.split(":", 1)[0], f"== {label}", 1))
+        text, data = _profile_one(spy, slug, label, servers, mode, workload, settings.profile_seconds)
+        texts.append(text)
         out[label] = data
     out_path.write_text("troupe profile (py-spy, samples of troupe's process only)\n\n" + "\n".join(texts))
     report.note(f"profile summary written to {out_path}")

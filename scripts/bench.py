@@ -40,6 +40,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers beside this file
 
 import _bench_latency  # noqa: E402
+import _bench_profile  # noqa: E402
 import _bench_sections  # noqa: E402
 from _bench_report import Report  # noqa: E402
 from _bench_rpc import LOGS, BenchError, stop_all  # noqa: E402
@@ -61,7 +62,7 @@ class Settings:
     cold_reps: int = 3
     cold_budget: float = 120.0
     fastmcp_cold_max: int = 50
-    fastmcp_cold_budget: float = 90.0
+    fastmcp_cold_budget: float = 60.0
     catalogue: int = 10_000
     meta_calls: int = 200
     rss_ns: tuple = (1, 50)
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             signal.alarm(int(settings.section_timeout))
             try:
-                report.sections["profile"] = _bench_latency.profile(settings, Path(args.profile), report)
+                report.sections["profile"] = _bench_profile.profile(settings, Path(args.profile), report)
             finally:
                 signal.alarm(0)
                 stop_all()

@@ -112,7 +112,12 @@
     if (empty) empty.remove();
     for (const s of status.servers) {
       let tr = rows.get(s.name);
-      if (!tr) { tr = el("tr"); tr.dataset.server = s.name; rows.set(s.name, tr); }
+      if (!tr) {
+        tr = el("tr");
+        tr.dataset.server = s.name;
+        tr.addEventListener("animationend", () => tr.classList.remove("changed"));
+        rows.set(s.name, tr);
+      }
       body.append(tr);  // appending an existing row moves it: rows follow the report's order
       fillRow(tr, s);
     }

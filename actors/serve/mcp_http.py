@@ -7,7 +7,6 @@ from typing import Any, Iterator
 
 import gevent
 import gevent.queue
-from loguru import logger
 
 from ..messages import ClientGone, ClientMessage
 from ..protocol import jsonrpc, mcp

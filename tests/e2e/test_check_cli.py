@@ -82,8 +82,8 @@ def test_check_syntax_errors_missing_files_and_claude_style_json(tmp_path):
                                                  "web": {"url": "gopher://x"}}}, indent=2))
     done = run("check", str(claude))
     assert done.returncode != 0
-    assert f"{claude}:4: mcpServers.empty: needs `command` (stdio) or `url` (http)" in done.stdout
-    assert "mcpServers.web" in done.stdout and "url" in done.stdout
+    assert f"{claude}:6: mcpServers.empty: needs `command` (stdio) or `url` (http)" in done.stdout
+    assert f"{claude}:11: mcpServers.web.transport.streamable_http.url: must be an http" in done.stdout
 
     tabs = tmp_path / "tabs.yaml"
     tabs.write_text("servers: []\nserve:\n\tmode: flat\n\tport: nine\n")

@@ -15,6 +15,7 @@ import threading
 import pytest
 import requests
 
+from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
 from tests.support.troupe import TroupeHttp, server, write_config
 
@@ -110,10 +111,11 @@ class Page:
         return result["result"].get("value")
 
     def rows(self) -> dict:
-        """What the servers table shows: name → (state badge text, restarts cell text)."""
-        return {name: (state, restarts) for name, state, restarts in self.js(
+        """What the servers table shows: name → (state badge, restarts, calls) as text."""
+        return {name: tuple(cells) for name, *cells in self.js(
             "[...document.querySelectorAll('#servers tr[data-server]')].map(r => [r.dataset.server,"
-            " r.querySelector('.badge').textContent, r.cells[7].textContent])") or []}
+            " r.querySelector('.badge').textContent, r.cells[7].textContent, r.cells[6].firstChild.textContent])")
+            or []}
 
     def text(self, selector: str) -> str:
         return self.js(f"(document.querySelector({json.dumps(selector)}) || {{}}).innerText || ''")
@@ -172,10 +174,10 @@ def test_dashboard_lists_servers_and_follows_a_killed_backend_live(http_troupe, 
     slow_restart = {"restart": {"min_backoff": 1.0, "max_backoff": 1.0}}
     t = http_troupe([server("alpha", "tests.servers.echo"),
                      server("beta", "tests.servers.echo", "--name", "beta", **slow_restart),
-                     server("broken", "tests.servers.crash_on_start")])
+                     server("broken", "tests.servers.crash_on_start")], mode="flat", json_response=True)
     wait_until(lambda: _status(t)["ready"], 20, message="troupe ready")
     page = browser.open(t.base + "/")
-    wait_until(lambda: {n: s for n, (s, _) in page.rows().items()}.get("beta") == "ready"
+    wait_until(lambda: page.rows().get("beta", ("",))[0] == "ready"
                and page.rows().get("alpha", ("",))[0] == "ready", 20, message="page lists alpha and beta ready")
     assert set(page.rows()) == {"alpha", "beta", "broken"}
     assert page.rows()["broken"][0] in ("backoff", "failed", "starting")
@@ -183,6 +185,12 @@ def test_dashboard_lists_servers_and_follows_a_killed_backend_live(http_troupe, 
     assert "Discovery is off" in page.text("#discovery")
     assert "ServerStateChanged" in page.text("#events")
     assert page.js(WATCH % "beta")
+
+    client = McpHttp(t.url)
+    for i in range(5):
+        client.call("alpha__echo", {"text": str(i)})
+    client.call("beta__add", {"a": 1, "b": 2})
+    client.close()
 
     old_pid = _pid(t, "beta")
     os.kill(old_pid, signal.SIGKILL)
@@ -197,6 +205,7 @@ def test_dashboard_lists_servers_and_follows_a_killed_backend_live(http_troupe, 
     events = page.text("#events")
     assert "ServerDisconnected" in events and "beta" in events
     assert page.rows()["alpha"][0] == "ready"
+    assert page.rows()["alpha"][2] == "5"  # counters came with the refresh the events triggered
 
     # Actions go through the same supervisor operations as the core_service_* tools.
     page.js("document.querySelector('#servers tr[data-server=\"alpha\"] button[data-action=\"disable\"]').click()")
@@ -207,6 +216,8 @@ def test_dashboard_lists_servers_and_follows_a_killed_backend_live(http_troupe, 
     page.js(f"{enable}.click()")
     wait_until(lambda: page.rows()["alpha"][0] == "ready", 20, message="alpha enabled again from the page")
     assert page.js("window.__loadedOnce") == "yes"
+    wait_until(lambda: page.js("!!document.querySelector('#servers tr[data-server=\"alpha\"] "
+                               "button[data-action=\"disable\"]')"), 10, message="report refreshed")
     page.screenshot(SCREENSHOT)
 
 

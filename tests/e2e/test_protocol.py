@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 from mcp import Client, StdioServerParameters, types
 
 from tests.support import PYTHON, ROOT, peer_bin

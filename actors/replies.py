@@ -1,0 +1,86 @@
+"""How an upstream outcome becomes the answer a client gets, and troupe's own list pages."""
+from __future__ import annotations
+
+import base64
+
+from . import metatools
+from .messages import UpstreamError
+from .protocol import jsonrpc
+
+
+PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
+
+
+def page(items: list, params: dict, key: str, version: int) -> dict:
+    """One page of a merged list; the cursor names the catalogue it was cut from."""
+    cursor = params.get("cursor")
+    offset = 0
+    if cursor is not None:
+        try:
+            raw = base64.urlsafe_b64decode(str(cursor).encode()).decode()
+            v, o = raw.split(":")
+            offset, cursor_version = int(o), int(v)
+        except (ValueError, UnicodeDecodeError):
+            raise BadCursor(f"invalid cursor {cursor!r}") from None
+        if offset < 0 or offset > len(items) or cursor_version > version:
+            raise BadCursor(f"invalid cursor {cursor!r}")
+    page = items[offset:offset + PAGE_SIZE]
+    out = {key: page}
+    if offset + PAGE_SIZE < len(items):
+        out["nextCursor"] = base64.urlsafe_b64encode(f"{version}:{offset + PAGE_SIZE}".encode()).decode()
+    return out
+
+
+class BadCursor(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- answer shapes
+
+
+def tool_outcome(rid, outcome) -> dict:
+    """A backend result unchanged; a failure becomes an isError result naming the server."""
+    if isinstance(outcome, UpstreamError):
+        return jsonrpc.result(rid, metatools.text_result(failure_text(outcome), is_error=True))
+    return jsonrpc.result(rid, outcome)
+
+
+def failure_text(err: UpstreamError) -> str:
+    if err.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
+        return err.message
+    return f"server {err.server} returned error {err.code}: {err.message}"
+
+
+def ignore(outcome) -> None:
+    pass
+
+
+def passthrough(transform=None):
+    def shape(rid, outcome) -> dict:
+        if isinstance(outcome, UpstreamError):
+            if outcome.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
+                return jsonrpc.error(rid, outcome.code, outcome.message, {"server": outcome.server})
+            return jsonrpc.error(rid, outcome.code, outcome.message, outcome.data)
+        return jsonrpc.result(rid, transform(outcome) if transform else outcome)
+    return shape
+
+
+def restore_uris(result: dict, original: str, exposed: str) -> dict:
+    if original == exposed:
+        return result
+    contents = [{**c, "uri": exposed} if isinstance(c, dict) and c.get("uri") == original else c
+                for c in result.get("contents") or ()]
+    return {**result, "contents": contents}
+
+
+def resource_as_tool(rid, outcome) -> dict:
+    if isinstance(outcome, UpstreamError):
+        return tool_outcome(rid, outcome)
+    content = [{"type": "resource", "resource": c} for c in outcome.get("contents") or () if isinstance(c, dict)]
+    return jsonrpc.result(rid, {"content": content})
+
+
+def prompt_as_tool(rid, outcome) -> dict:
+    if isinstance(outcome, UpstreamError):
+        return tool_outcome(rid, outcome)
+    return jsonrpc.result(rid, metatools.text_result(outcome))
