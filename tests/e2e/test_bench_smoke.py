@@ -1,0 +1,88 @@
+"""scripts/bench.py --quick keeps working: every section yields numeric, positive figures (never judged as timings)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import orjson
+
+from tests.support import ROOT, peer_bin
+
+SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory")
+
+
+def _positive(value, where: str) -> None:
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{where}: not a number: {value!r}"
+    assert value > 0, f"{where}: not positive: {value!r}"
+
+
+def _bench_children(logs_dir: str) -> list[str]:
+    """Processes still running whose command line points into this run's log directory."""
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if logs_dir in cmdline:
+                left.append(f"{entry}: {cmdline[:200]}")
+    return left
+
+
+def test_quick_bench_writes_every_section(tmp_path):
+    peer_bin("mcp-server-everything")  # sections 1 and 2 use it; CI installs it
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "scripts/bench.py", "--quick", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180)
+    tail = (proc.stdout[-4000:] + "\n--- stderr ---\n" + proc.stderr[-4000:])
+    assert proc.returncode == 0, tail
+    logs = re.search(r"child logs in (\S+)", proc.stdout)
+    assert logs, tail
+    assert _bench_children(logs.group(1)) == [], "bench left processes running"
+    data = orjson.loads(out.read_bytes())
+    sections = data["sections"]
+    for name in SECTIONS:
+        assert name in sections and "error" not in sections[name], f"section {name}: {sections.get(name)}"
+
+    for backend, result in sections["latency"].items():
+        assert result["paths"], backend
+        for path, fig in result["paths"].items():
+            for key in ("p50_ms", "p99_ms"):
+                _positive(fig[key], f"latency {backend} {path} {key}")
+        for key, value in result["ratios"].items():
+            _positive(value, f"latency {backend} ratio {key}")
+
+    throughput = sections["throughput"]
+    for group in (throughput["paths"], throughput["stdio_backend"]["paths"]):
+        for path, fig in group.items():
+            _positive(fig["calls_per_s"], f"throughput {path}")
+    for key, value in throughput["ratios"].items():
+        _positive(value, f"throughput ratio {key}")
+
+    cold = sections["cold_start"]
+    assert cold["troupe"], cold
+    for n, fig in cold["troupe"].items():
+        for key in ("initialize_s", "listed_s", "callable_s"):
+            _positive(fig[key], f"cold start troupe N={n} {key}")
+        _positive(cold["spawn_floor"][n], f"cold start spawn floor N={n}")
+    for n, fig in cold["fastmcp"].items():
+        # The peer may be capped by its time budget; then it says so instead of giving a figure.
+        assert "callable_s" in fig or "capped" in fig or "skipped" in fig, fig
+        if "callable_s" in fig:
+            _positive(fig["callable_s"], f"cold start FastMCP N={n}")
+
+    meta = sections["meta_tools"]
+    assert meta["catalogue"] >= 200
+    _positive(meta["first_filter_s"], "first filter_tools")
+    for path, fig in meta["paths"].items():
+        _positive(fig["p50_ms"], f"meta-tools {path}")
+
+    memory = sections["memory"]
+    for n, kib in memory["rss_kib"].items():
+        _positive(kib, f"RSS with {n} backends")
+    assert isinstance(memory["per_backend_kib"], (int, float))
+
+    assert data["rows"] and all(row["figure"] or row["ratio"] for row in data["rows"])

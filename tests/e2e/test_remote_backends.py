@@ -1,0 +1,93 @@
+"""troupe consuming remote servers (Streamable HTTP, legacy SSE, FastMCP over HTTP), and the
+MCP Inspector CLI, a non-Python client, listing and calling tools through troupe."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+
+from tests.support import PYTHON, ROOT, free_port, peer_bin, wait_until
+from tests.support.troupe import Troupe, TroupeHttp, server, text_of, write_config
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def remote_peers():
+    """server-everything over streamableHttp and over sse, and a FastMCP server over HTTP."""
+    procs, ports = [], {}
+    for name, cmd, env in (
+            ("streamable", [peer_bin("mcp-server-everything"), "streamableHttp"], {}),
+            ("sse", [peer_bin("mcp-server-everything"), "sse"], {}),
+            ("fastmcp", [PYTHON, "-m", "tests.servers.fastmcp_demo", "--http", "{port}"], {})):
+        port = free_port()
+        ports[name] = port
+        procs.append(subprocess.Popen([c.replace("{port}", str(port)) for c in cmd], cwd=ROOT,
+                                      env={**os.environ, "PORT": str(port), **env},
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for name, port in ports.items():
+        wait_until(lambda: _listening(port), 30, message=f"{name} listening")
+    yield ports
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def test_troupe_aggregates_remote_servers(tmp_path, remote_peers):
+    servers = [
+        {"name": "ev_http", "transport": {"type": "streamable-http",
+                                          "streamable_http": {"url": f"http://127.0.0.1:{remote_peers['streamable']}/mcp"}}},
+        {"name": "ev_sse", "transport": {"type": "sse", "sse": {"url": f"http://127.0.0.1:{remote_peers['sse']}/sse"}}},
+        {"name": "demo", "transport": {"type": "streamable-http",
+                                       "streamable_http": {"url": f"http://127.0.0.1:{remote_peers['fastmcp']}/mcp"}}},
+    ]
+    t = Troupe(write_config(tmp_path, servers, mode="flat"))
+    try:
+        t.initialize()
+        names = {tool["name"] for tool in t.request("tools/list", timeout=30)["result"]["tools"]}
+        assert {"ev_http__echo", "ev_sse__echo", "demo__greet"} <= names
+        assert "hi" in text_of(t.call("ev_http__echo", {"message": "hi"}))
+        assert "there" in text_of(t.call("ev_sse__echo", {"message": "there"}))
+        assert "Lin" in text_of(t.call("demo__greet", {"name": "Lin"}))
+        status = {s["name"]: s for s in t.status()["servers"]}
+        assert status["ev_http"]["url"].endswith("/mcp") and status["ev_sse"]["transport"] == "sse"
+        assert all(s["state"] == "ready" for s in status.values())
+        readme = t.request("resources/read", {"uri": "demo://readme"})
+        assert readme["result"]["contents"]
+    finally:
+        t.close()
+
+
+def _inspector(*args: str) -> dict:
+    proc = subprocess.run([peer_bin("mcp-inspector"), "--cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_inspector_cli_over_stdio_http_and_sse(tmp_path):
+    config = write_config(tmp_path, [server("echo", "tests.servers.echo")], mode="flat")
+    listed = _inspector("--", PYTHON, "-m", "actors.main", "--config", str(config), "--method", "tools/list")
+    assert "echo__echo" in {t["name"] for t in listed["tools"]}
+    called = _inspector("--", PYTHON, "-m", "actors.main", "--config", str(config), "--method", "tools/call",
+                        "--tool-name", "echo__add", "--tool-arg", "a=2", "b=5")
+    assert called["structuredContent"] == {"sum": 7}
+    t = TroupeHttp(config)
+    try:
+        over_http = _inspector(t.url, "--transport", "http", "--method", "tools/call", "--tool-name", "echo__echo",
+                               "--tool-arg", "text=inspected")
+        assert over_http["content"][0]["text"] == "inspected"
+        over_sse = _inspector(t.base + "/sse", "--transport", "sse", "--method", "tools/list")
+        assert "echo__pid" in {tool["name"] for tool in over_sse["tools"]}
+    finally:
+        t.stop()
