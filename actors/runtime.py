@@ -38,6 +38,7 @@ class Runtime:
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = None
         self._stopped = False
+        self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         # Settings every connection follows: upstream log level, the client capabilities
         # troupe advertises upstream, and how a server→client request finds its session.
         self.shared: dict = {"client_caps": {}, "route_server_request": self.route_server_request}
@@ -76,7 +77,6 @@ class Runtime:
 
         def on_services(changed) -> None:
             # Discovery owns its servers' set; the supervisor reconciles that source.
-            self._discovered = {**getattr(self, "_discovered", {})}
             for cfg in changed.added + changed.updated:
                 self._discovered[cfg.name] = cfg
             for name in changed.removed:

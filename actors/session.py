@@ -341,6 +341,9 @@ class Session(RelayHandlers, pykka.ThreadingActor):
         ref.tell(Forward(method, params, on_reply, on_progress=on_progress, origin=self.key, origin_request=rid))
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
+        if name != "list_core_tools" and name != "call_tool" and self._starting_up():
+            self._defer(msg, sink)  # like tools/list: the first look waits for start-up to settle
+            return
         try:
             if name == "call_tool":
                 target = args.get("name")

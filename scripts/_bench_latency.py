@@ -90,4 +90,4 @@ def run(settings, report: Report) -> dict:
     out = {}
     for backend in backends:
         out[backend.label] = _measure_backend(backend, settings, report, f"1 latency c=1 [{backend.label}]")
-    return out
+    return {"backends": out}

@@ -47,7 +47,8 @@ def test_quick_bench_writes_every_section(tmp_path):
     for name in SECTIONS:
         assert name in sections and "error" not in sections[name], f"section {name}: {sections.get(name)}"
 
-    for backend, result in sections["latency"].items():
+    assert sections["latency"]["backends"]
+    for backend, result in sections["latency"]["backends"].items():
         assert result["paths"], backend
         for path, fig in result["paths"].items():
             for key in ("p50_ms", "p99_ms"):
