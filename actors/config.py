@@ -226,12 +226,14 @@ def from_data(data: Any, file: str = "<dict>", located: _Located | None = None) 
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
             raw = []
-        servers = [s for i, item in enumerate(raw) if (s := _server(item, f"servers[{i}]", check, builtins, base))]
-    seen: set[str] = set()
-    for i, s in enumerate(servers):
-        if s.name in seen:
-            check.fail(f"servers[{i}].name", f"duplicate server name {s.name!r}")
-        seen.add(s.name)
+        servers = []
+        for i, item in enumerate(raw):
+            server = _server(item, f"servers[{i}]", check, builtins, base)
+            if server is None:
+                continue
+            if any(s.name == server.name for s in servers):
+                check.fail(f"servers[{i}].name", f"duplicate server name {server.name!r}")
+            servers.append(server)
     serve = _serve(data.get("serve") or {}, check)
     discovery = data.get("discovery") or {}
     if not isinstance(discovery, dict):
@@ -413,7 +415,10 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
     port = check.typed(data, "port", "serve", int, 8765)
     if port is not None and not 0 <= port <= 65535:
         check.fail("serve.port", "must be 0..65535")
-    token = check.typed(data, "auth_token", "serve", str, None)
+    token = data.get("auth_token")
+    if token is not None and not isinstance(token, str):
+        check.fail("serve.auth_token", "must be a string")  # never echo it: it is a secret
+        token = None
     token = expand(token, {}) if token else os.environ.get("TROUPE_AUTH_TOKEN") or None
     return ServeConfig(
         transport=transport, mode=mode, separator=sep, host=check.typed(data, "host", "serve", str, "127.0.0.1"),

@@ -35,7 +35,6 @@ class ConfigWatcher:
         # What the file said last time: a server is "changed" only when its entry in the file
         # changed, so one disabled from the dashboard stays disabled across unrelated edits.
         self._loaded = {s.name: s for s in runtime.config.servers if s.source == "config"}
-        self.reloads = 0
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -119,7 +118,6 @@ class ConfigWatcher:
             self._loaded = {s.name: s for s in new.servers if s.source == "config"}
             # Sessions and passthrough read runtime.config.servers; serve/CLI overrides stay as started.
             self.rt.config = dataclasses.replace(self.rt.config, servers=new.servers)
-            self.reloads += 1
             self._report(new, result)
             return result
 
@@ -128,7 +126,7 @@ class ConfigWatcher:
         if self._loaded.get(server.name) != server:
             return server
         child = self.rt.directory.get(server.name)
-        return child.config if child is not None and child.config.name == server.name else server
+        return child.config if child is not None else server
 
     def _report(self, new, result: dict) -> None:
         added, removed, changed = (tuple(result.get(k, ())) for k in ("added", "removed", "changed"))

@@ -61,6 +61,17 @@ def _retry_when_back(rt, session_ref, server: str, failure, retry: "_Retry") -> 
         pass
 
 
+def _progress_relay(token, sink):
+    """Upstream progress (for troupe's own token) back to the client, under the client's token."""
+    def relay(params: dict) -> None:
+        out = {"progressToken": token, "progress": params.get("progress", 0)}
+        for key in ("total", "message"):
+            if key in params:
+                out[key] = params[key]
+        sink(jsonrpc.notification("notifications/progress", out))
+    return relay
+
+
 class Session(RelayHandlers, pykka.ThreadingActor):
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
         super().__init__()
@@ -330,14 +341,7 @@ class Session(RelayHandlers, pykka.ThreadingActor):
                 return
             sink(shape(rid, outcome))
 
-        on_progress = None
-        if progress_token is not None:
-            def on_progress(p, token=progress_token):
-                out = {"progressToken": token, "progress": p.get("progress", 0)}
-                for key in ("total", "message"):
-                    if key in p:
-                        out[key] = p[key]
-                sink(jsonrpc.notification("notifications/progress", out))
+        on_progress = _progress_relay(progress_token, sink) if progress_token is not None else None
         ref.tell(Forward(method, params, on_reply, on_progress=on_progress, origin=self.key, origin_request=rid))
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:

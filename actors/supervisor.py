@@ -242,7 +242,7 @@ class Supervisor(pykka.ThreadingActor):
     def _control(self, msg: ControlServer) -> None:
         child = self.children.get(msg.server)
         if child is None:
-            msg.reply.set_exception(KeyError(f"unknown server {msg.server!r}"))
+            _fail(msg.reply, KeyError(f"unknown server {msg.server!r}"))
             return
         action = msg.action
         if action in ("restart", "start", "enable"):
@@ -260,7 +260,7 @@ class Supervisor(pykka.ThreadingActor):
                 child.spec = replace(child.spec, config=replace(child.config, enabled=False))
             self._stop_child(child, f"{action} requested")
         else:
-            msg.reply.set_exception(ValueError(f"unknown action {action!r}"))
+            _fail(msg.reply, ValueError(f"unknown action {action!r}"))
             return
         msg.reply.set(self.server_status(child))
 
@@ -312,6 +312,11 @@ class Supervisor(pykka.ThreadingActor):
                             url=self.url, mode=self.mode,
                             servers=tuple(self.server_status(c) for c in self.children.values()),
                             version=__version__)
+
+
+def _fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:
+    """pykka futures take exc_info, not an exception: a bare one would kill this actor."""
+    reply.set_exception((type(exc), exc, None))
 
 
 @dataclass(frozen=True, slots=True)

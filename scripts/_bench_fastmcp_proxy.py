@@ -1,4 +1,4 @@
-"""The peer aggregator for scripts/bench.py: FastMCP's create_proxy over an mcpServers config, served over stdio or HTTP."""
+"""Peer aggregator for scripts/bench.py: FastMCP's create_proxy over an mcpServers file, on stdio or HTTP."""
 from __future__ import annotations
 
 import argparse

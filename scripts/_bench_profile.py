@@ -104,8 +104,8 @@ def profile(settings, out_path: Path, report: Report) -> dict:
                   lambda c: c.call(small.tool, small.arguments))]
     if have_everything():
         ev = everything_stdio()
-        workloads.append(("echo-everything", "echo stdio→stdio [server-everything]", [stdio_entry("b", ev, prefix="")],
-                          "flat", lambda c: c.call(ev.tool, ev.arguments)))
+        workloads.append(("echo-everything", "echo stdio→stdio [server-everything]",
+                          [stdio_entry("b", ev, prefix="")], "flat", lambda c: c.call(ev.tool, ev.arguments)))
     big, n = [stdio_entry("big", bench_backend(settings.catalogue - 1))], settings.catalogue
     workloads.append(("filter-tools", f"filter_tools query over {n} tools", big, "meta",
                       lambda c: c.call("filter_tools", {"query": "delta foxtrot synthetic"})))

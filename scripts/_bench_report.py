@@ -1,6 +1,7 @@
 """The figures table and JSON of scripts/bench.py: rows with their ratio to a baseline and their target."""
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     sections: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Other work on the machine skews every figure: the load says how quiet the run was.
+    load_at_start: tuple = field(default_factory=os.getloadavg)
 
     def row(self, section: str, path: str, figure: str, ratio: str = "", target: str = "",
             met: bool | None = None) -> None:
@@ -49,13 +52,12 @@ class Report:
     def as_json(self, args: dict) -> dict:
         return {"generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                            "cpus": _cpus()},
+                            "cpus": _cpus(), "loadavg_at_start": self.load_at_start, "loadavg_at_end": os.getloadavg()},
                 "args": args, "sections": self.sections,
                 "rows": [r.__dict__ for r in self.rows], "notes": self.notes}
 
 
 def _cpus() -> int:
-    import os
     return len(os.sched_getaffinity(0))
 
 

@@ -39,6 +39,8 @@ def _hammer(url: str, tool: str, arguments: dict, callers: int, seconds: float, 
                     client.call(tool, arguments)
                 except Exception as exc:  # counted, and shown: a failing path must not look fast
                     errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    if len(errors) > 1000:
+                        return  # a broken path: stop spinning on it
                     continue
                 mine.append(clock())
 
@@ -94,8 +96,8 @@ def throughput(settings, report: Report) -> dict:
         if name.startswith("troupe"):
             report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}", f"{vs_direct:.2f}× direct",
                        f">= {THROUGHPUT_VS_DIRECT}× direct", vs_direct >= THROUGHPUT_VS_DIRECT)
-            report.row(section, "", "", f"{vs_fastmcp:.1f}× FastMCP proxy", f">= {THROUGHPUT_VS_FASTMCP:.0f}× FastMCP",
-                       vs_fastmcp >= THROUGHPUT_VS_FASTMCP)
+            report.row(section, "", "", f"{vs_fastmcp:.1f}× FastMCP proxy",
+                       f">= {THROUGHPUT_VS_FASTMCP:.0f}× FastMCP", vs_fastmcp >= THROUGHPUT_VS_FASTMCP)
         else:
             report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}",
                        "baseline" if name == "direct" else f"{ratio(fig['calls_per_s'], d):.2f}× direct")
@@ -104,11 +106,12 @@ def throughput(settings, report: Report) -> dict:
             "stdio_backend": ceiling,
             "ratios": {"troupe/direct": vs_direct, "troupe/fastmcp": vs_fastmcp},
             "targets": {"troupe/direct": THROUGHPUT_VS_DIRECT, "troupe/fastmcp": THROUGHPUT_VS_FASTMCP},
-            "met": {"troupe/direct": vs_direct >= THROUGHPUT_VS_DIRECT, "troupe/fastmcp": vs_fastmcp >= THROUGHPUT_VS_FASTMCP}}
+            "met": {"troupe/direct": vs_direct >= THROUGHPUT_VS_DIRECT,
+                    "troupe/fastmcp": vs_fastmcp >= THROUGHPUT_VS_FASTMCP}}
 
 
 def _ceiling(settings, report: Report) -> dict:
-    """Same callers in front of the fast stdio backend: a backend that is never the bottleneck shows the aggregator's own ceiling."""
+    """The same callers in front of the fast stdio backend, never the bottleneck: the aggregators' own ceilings."""
     section = f"2 throughput c={settings.callers} [HTTP in, bench_backend stdio out]"
     backend = bench_backend()
     with contextlib.ExitStack() as stack:
@@ -118,7 +121,9 @@ def _ceiling(settings, report: Report) -> dict:
         stack.callback(f_proc.stop)
         urls = {"troupe HTTP→stdio": t_url, "FastMCP proxy HTTP→stdio": f_url}
         for u in urls.values():
-            http_client(u).list_tools()  # troupe's first list waits for its backend
+            probe = http_client(u)
+            probe.list_tools()  # troupe's first list waits for its backend
+            probe.close()
         figures = {name: _hammer(u, backend.tool, backend.arguments, settings.callers, settings.throughput_seconds,
                                  settings.throughput_warmup) for name, u in urls.items()}
     t, f = (figures[k]["calls_per_s"] for k in urls)
@@ -203,7 +208,8 @@ def cold_start(settings, report: Report) -> dict:
         out["troupe"][n] = {"callable_s": statistics.median(r["callable_s"] for r in runs),
                             "listed_s": statistics.median(r["listed_s"] for r in runs),
                             "initialize_s": statistics.median(r["initialize_s"] for r in runs), "runs": runs}
-        out["spawn_floor"][n] = statistics.median(_spawn_floor(n, settings.cold_budget) for _ in range(settings.cold_reps))
+        floors = [_spawn_floor(n, settings.cold_budget) for _ in range(settings.cold_reps)]
+        out["spawn_floor"][n] = statistics.median(floors)
     for n in settings.cold_ns:
         if n > settings.fastmcp_cold_max:
             out["fastmcp"][n] = {"skipped": f"N over {settings.fastmcp_cold_max}"}
@@ -249,6 +255,14 @@ def cold_start(settings, report: Report) -> dict:
 FILTER_P50_TARGET_MS = 5.0
 
 
+def _filter_queries(n: int) -> dict:
+    """From one match to all: bench_backend describes tool i as "Synthetic tool {i}: {word i%10} {word i//10%10}"."""
+    return {"filter_tools query, 1 match": {"query": str(n // 2)},
+            "filter_tools query, ~19% match": {"query": "delta foxtrot"},
+            "filter_tools query, all match": {"query": "synthetic delta"},
+            "filter_tools pattern glob": {"pattern": "big__t0*9"}}
+
+
 def meta_tools(settings, report: Report) -> dict:
     n = settings.catalogue
     print(f"\n== 4. filter_tools and list_tools over {n} tools (troupe meta mode, stdio)", flush=True)
@@ -270,23 +284,21 @@ def meta_tools(settings, report: Report) -> dict:
         client.call("filter_tools", {"query": "delta foxtrot"}, timeout=60)
         index_s = time.perf_counter() - t0
         count, warm = settings.meta_calls, max(3, settings.meta_calls // 10)
-        figures = {
-            "ping (floor)": time_calls(lambda: client.request("ping"), count, warm),
-            "filter_tools query": time_calls(lambda: client.call("filter_tools", {"query": "delta foxtrot synthetic"}),
-                                             count, warm),
-            "filter_tools pattern": time_calls(lambda: client.call("filter_tools", {"pattern": "big__t0*9"}), count, warm),
-            "list_tools limit 50": time_calls(lambda: client.call("list_tools", {"limit": 50}), count, warm),
-        }
+        figures = {"ping (floor)": time_calls(lambda: client.request("ping"), count, warm)}
+        queries = _filter_queries(n)
+        for name, args in queries.items():
+            figures[name] = time_calls(lambda a=args: client.call("filter_tools", a), count, warm)
+        figures["list_tools limit 50"] = time_calls(lambda: client.call("list_tools", {"limit": 50}), count, warm)
     floor = figures["ping (floor)"]["p50_ms"]
-    met = figures["filter_tools query"]["p50_ms"] < FILTER_P50_TARGET_MS
+    met = {name: figures[name]["p50_ms"] < FILTER_P50_TARGET_MS for name in queries}
     report.row(section, "first filter_tools (builds index)", ms(index_s * 1000))
     for name, f in figures.items():
         target, ok = ("", None)
-        if name == "filter_tools query":
-            target, ok = f"p50 < {FILTER_P50_TARGET_MS:.0f} ms", met
+        if name in met:
+            target, ok = f"p50 < {FILTER_P50_TARGET_MS:.0f} ms", met[name]
         report.row(section, name, f"p50 {ms(f['p50_ms'])}  p99 {ms(f['p99_ms'])}",
                    "baseline" if name.startswith("ping") else f"{ratio(f['p50_ms'], floor):.1f}× ping", target, ok)
-    return {"catalogue": total, "first_filter_s": index_s, "paths": figures,
+    return {"catalogue": total, "first_filter_s": index_s, "queries": queries, "paths": figures,
             "ratios": {k: ratio(v["p50_ms"], floor) for k, v in figures.items()},
             "target_filter_p50_ms": FILTER_P50_TARGET_MS, "met": met}
 
@@ -321,7 +333,8 @@ def memory(settings, report: Report) -> dict:
     per = (rss[hi] - rss[lo]) / (hi - lo)
     met = per < RSS_PER_BACKEND_TARGET_KIB
     report.row(section, f"troupe RSS, {lo} backend", f"{rss[lo] / 1024:.1f} MiB", "baseline")
-    report.row(section, f"troupe RSS, {hi} backends", f"{rss[hi] / 1024:.1f} MiB", f"{ratio(rss[hi], rss[lo]):.2f}× {lo}")
+    report.row(section, f"troupe RSS, {hi} backends", f"{rss[hi] / 1024:.1f} MiB",
+               f"{ratio(rss[hi], rss[lo]):.2f}× {lo}")
     report.row(section, "growth per connected backend", f"{per:.0f} KiB", "", "< 1024 KiB", met)
     return {"rss_kib": rss, "per_backend_kib": per, "target_per_backend_kib": RSS_PER_BACKEND_TARGET_KIB, "met": met}
 

@@ -6,7 +6,8 @@ Sections (all in one run, every ratio against a baseline measured in the same ru
      troupe HTTP→stdio; FastMCP's create_proxy over stdio and HTTP. Backends: tests/servers/bench_backend
      (single-threaded Python) and server-everything (Node).
   2  throughput of 32 concurrent callers over Streamable HTTP against server-everything's HTTP server:
-     direct vs troupe in front of it vs the FastMCP proxy in front of it.
+     direct vs troupe in front of it vs the FastMCP proxy in front of it; then both aggregators with
+     HTTP in front of bench_backend over stdio, a backend that is never the bottleneck (their own ceiling).
   3  cold start: launch until every tool of N stdio backends is callable (N = 1, 10, 50), troupe and
      the FastMCP proxy, plus the floor of launching N backends in parallel with no aggregator.
   4  filter_tools and list_tools latency through troupe (meta mode) over a 10,000-tool catalogue.
@@ -17,9 +18,11 @@ Usage:
   python scripts/bench.py --quick               # smoke run: tiny counts, seconds per section
   python scripts/bench.py --sections 1,4 --out results.json
   python scripts/bench.py --sections 1 --profile bench-profile.txt
-      runs troupe (stdio→stdio, bench_backend) under `py-spy record` (installed with pip if missing)
-      while it serves echo calls, and writes the top functions by own and inclusive time to the file;
-      the collapsed stacks stay beside the logs (load them in speedscope or flamegraph.pl).
+      after the sections, attaches `py-spy record` (pip-installed if missing) to a fresh troupe while
+      it serves one workload at a time: echo stdio→stdio (bench_backend, server-everything), then
+      filter_tools and list_tools over the big catalogue. Writes, per workload, the share of troupe's
+      busy time by module/library and the top functions by own and inclusive time; the collapsed
+      stacks stay in the log directory (open them in speedscope or flamegraph.pl).
 
 Prints a table (section, path, figure, ratio vs baseline, target, met) and writes every figure to
 the JSON file. Children run in their own process groups and are always killed; each child's stderr
@@ -28,6 +31,7 @@ is kept in a temporary log directory, printed at the end.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -115,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     failed: list[str] = []
     started = time.monotonic()
-    print(f"troupe benchmark ({'quick' if args.quick else 'full'}); child logs in {LOGS}", flush=True)
+    print(f"troupe benchmark ({'quick' if args.quick else 'full'}); load average {report.load_at_start[0]:.2f}; "
+          f"child logs in {LOGS}", flush=True)
     try:
         for number in chosen:
             key, fn = SECTIONS[number]
@@ -143,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + report.table())
     for note in report.notes:
         print(f"note: {note}")
+    print(f"load average at start {report.load_at_start[0]:.2f}, at end {os.getloadavg()[0]:.2f} "
+          f"(on {len(os.sched_getaffinity(0))} CPUs; other work on the machine skews every figure)")
     Path(args.out).write_bytes(orjson.dumps(report.as_json({**vars(args), "settings": asdict(settings)}),
                                             option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     print(f"\nfigures written to {args.out} in {time.monotonic() - started:.1f} s; child logs in {LOGS}")

@@ -21,7 +21,7 @@ import actors  # noqa: E402
 from actors.embed import mount  # noqa: E402
 
 FANOUT_DEFAULT = 50
-FANOUT_MAX = 500
+FANOUT_MAX = 200  # also the server's max_in_flight, so no call is refused as busy
 FANOUT_TIMEOUT = 30.0  # seconds the /fanout request waits for all its calls
 
 
@@ -29,7 +29,7 @@ def troupe_config(root: str) -> dict:
     """troupe's own read-only workspace server over `root`; every MCP client of /troupe/mcp sees it too."""
     # work_dir: where the `actors` package lives, so `-m actors.servers.workspace` imports from a checkout too
     home = str(Path(actors.__file__).resolve().parent.parent)
-    return {"servers": [{"name": "workspace", "transport": {"type": "stdio", "stdio": {
+    return {"servers": [{"name": "workspace", "max_in_flight": FANOUT_MAX, "transport": {"type": "stdio", "stdio": {
         "command": sys.executable, "args": ["-m", "actors.servers.workspace", "--root", root], "work_dir": home}}}],
         "serve": {"mode": "flat", "startup_wait": 15}}
 

@@ -40,8 +40,10 @@
 
   const clock = (ts) => new Date(ts * 1000).toLocaleTimeString([], { hour12: false });
 
-  function notice(text, bad) {
+  // `from` names who raised it: a good /status clears its own complaint, not a failed action's.
+  function notice(text, bad, from) {
     const n = $("notice");
+    n.dataset.from = from || "";
     n.textContent = text || "";
     n.className = "notice" + (bad ? " bad" : "");
     n.hidden = !text;
@@ -55,7 +57,7 @@
     try {
       resp = await fetch("/status", { headers: authHeaders(), cache: "no-store" });
     } catch (err) {
-      notice("troupe is not answering: " + err.message, true);
+      notice("troupe is not answering: " + err.message, true, "status");
       return false;
     }
     if (resp.status === 401) {
@@ -63,14 +65,14 @@
       return false;
     }
     if (!resp.ok) {
-      notice("/status answered " + resp.status, true);
+      notice("/status answered " + resp.status, true, "status");
       return false;
     }
     const report = await resp.json();
     if (seq < appliedSeq) return true;
     appliedSeq = seq;
     status = report;
-    if ($("notice").classList.contains("bad")) notice("");
+    if ($("notice").dataset.from === "status") notice("");
     render();
     return true;
   }
@@ -152,6 +154,8 @@
   // Launch facts never hold env or header values; the interpreter's full path is noise here.
   const launchLine = (l) => (l && l.command ? [l.command.split("/").pop(), ...(l.args || [])].join(" ") : "");
 
+  const fmtSeconds = (v) => (v < 1 ? Math.round(v * 1000) + " ms" : v.toFixed(1) + " s");
+
   const fmtMs = (v) => (v >= 100 ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2));
 
   function actionsFor(s) {
@@ -207,7 +211,7 @@
     const row = (k, v) => dl.append(el("dt", {}, k), el("dd", {}, v));
     row("State", d.running ? "running a cycle" : (d.enabled === false ? "disabled" : "idle"));
     row("Cycles", d.cycles ?? 0);
-    row("Last run", d.last_run_at ? ago(d.last_run_at) + " ago" + (d.duration_s != null ? " (" + d.duration_s + " s)" : "") : "never");
+    row("Last run", d.last_run_at ? ago(d.last_run_at) + " ago" + (d.duration_s != null ? " (took " + fmtSeconds(d.duration_s) + ")" : "") : "never");
     row("Services", (d.services ?? 0) + " found, " + (d.registered ?? 0) + " registered");
     row("Health", (health.healthy ?? 0) + " healthy · " + (health.unhealthy ?? 0) + " unhealthy · "
       + (health.unknown ?? 0) + " unknown");

@@ -83,6 +83,8 @@ class Browser:
         page.send("Emulation.setDeviceMetricsOverride",
                   {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
         page.send("Page.navigate", {"url": url})
+        wait_until(lambda: page.js("location.href !== 'about:blank' && document.readyState === 'complete'"), 20,
+                   interval=0.05, message=f"{url} loaded")
         return page
 
     def close(self) -> None:

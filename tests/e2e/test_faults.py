@@ -100,6 +100,8 @@ def test_crash_loop_opens_the_circuit_and_manual_restart_closes_it(make):
     assert "circuit open" in status["last_error"]
     events = t.call("core_events", {"limit": 200})
     assert "CircuitOpened" in text_of(events)
+    unknown = t.call("core_service_restart", {"name": "no-such-server"})["result"]
+    assert unknown["isError"] and "no-such-server" in unknown["content"][0]["text"]
     restarted = t.call("core_service_restart", {"name": "crashy"})["result"]
     assert not restarted.get("isError")
     wait_until(lambda: t.server_status("crashy")["state"] in ("backoff", "failed"), 10, message="retried")
