@@ -47,10 +47,10 @@ class _Retry:
         self.sink, self.shape, self.token = sink, shape, token
 
 
-def _retry_when_back(rt, session_ref, server: str, failure, retry: "_Retry") -> None:
-    """Edge greenlet: wait (bounded) for a live connection, then hand the retry back."""
+def _retry_when_back(rt, session_ref, server: str, dead_ref, failure, retry: "_Retry") -> None:
+    """Edge greenlet: wait (bounded) for a new live connection, then hand the retry back."""
     deadline = gevent.get_hub().loop.now() + RETRY_WAIT
-    while rt.connection(server) is None:
+    while rt.connection(server) in (None, dead_ref):
         if gevent.get_hub().loop.now() > deadline:
             retry.sink(retry.shape(retry.rid, failure))
             return
@@ -336,7 +336,7 @@ class Session(RelayHandlers, pykka.ThreadingActor):
             if inflight.pop(rid, None) is None:
                 return  # the client cancelled it: no answer is owed
             if retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
-                gevent.spawn(_retry_when_back, rt, me, server, outcome,
+                gevent.spawn(_retry_when_back, rt, me, server, ref, outcome,
                              _Retry(rid, server, method, params, sink, shape, progress_token))
                 return
             sink(shape(rid, outcome))

@@ -171,3 +171,20 @@ def test_client_cancellation_is_relayed_upstream(make):
     wait_until(lambda: any("cancelled" in line for line in t.stderr), 5, message="cancel relayed")
     wait_until(lambda: t.server_status("hang")["in_flight"] == 0, 5, message="call released")
     assert text_of(t.call("hang__echo", {"text": "next"})) == "next"
+
+
+def test_idempotent_requests_are_retried_once_after_a_reconnect_and_others_never(make, tmp_path):
+    marker = str(tmp_path / "crashed")
+    t = make([server("flaky", "tests.servers.first_call_crashes", "--marker", marker,
+                     retry_idempotent_tools=True, restart=FAST_RESTART)])
+    read = t.request("resources/read", {"uri": "flaky://doc"}, timeout=30)
+    assert read["result"]["contents"][0]["text"] == "the doc"  # died under it, retried once, answered
+    assert t.server_status("flaky")["restarts"] == 1
+    wait_until(lambda: t.server_status("flaky")["state"] == "ready", 15, message="ready")
+    assert text_of(t.call("flaky__idem", timeout=30)) == "idem ok"  # annotated idempotent + allowed
+    wait_until(lambda: t.server_status("flaky")["state"] == "ready", 15, message="ready")
+    once = t.call("flaky__once", timeout=30)["result"]
+    assert once["isError"] is True  # a plain tools/call is never retried
+    wait_until(lambda: t.server_status("flaky")["state"] == "ready", 15, message="ready")
+    assert text_of(t.call("flaky__once")) == "once ok"
+    assert t.server_status("flaky")["restarts"] == 3
