@@ -127,10 +127,15 @@ class Troupe:
         self._apps: list = []
         self._callbacks = gevent.pool.Group()
         self._registered: dict = {}  # name → ServerConfig added through this handle (no discovery)
+        self._pending: dict[int, gevent.event.AsyncResult] = {}  # calls in flight, failed at once by stop()
         self._stopped = False
         self._session = Session.start(runtime, notify=None, key="embedded", mode="flat")
-        self._request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                     "clientInfo": {"name": "troupe-embedded", "version": "1"}}, LOCAL_TIMEOUT)
+        try:
+            self._request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                         "clientInfo": {"name": "troupe-embedded", "version": "1"}}, LOCAL_TIMEOUT)
+        except BaseException:
+            self._session.stop(block=False)
+            raise
         self._notify("notifications/initialized", {})
 
     def __repr__(self) -> str:
@@ -160,14 +165,18 @@ class Troupe:
             self._session.tell(ClientMessage({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, sink))
         except pykka.ActorDeadError:
             raise RuntimeError("this troupe handle is stopped") from None
+        self._pending[rid] = answer
         try:
             answer.wait(timeout)
         finally:
+            self._pending.pop(rid, None)
             if not answer.ready():  # timed out, or the host's own gevent.Timeout/kill hit us
                 self._notify("notifications/cancelled", {"requestId": rid, "reason": "caller gave up"})
         if not answer.ready():
             raise TimeoutError(f"troupe: no answer to {method} within {timeout:g}s")
         reply = answer.get()
+        if reply is _STOPPED:
+            raise RuntimeError(f"this troupe handle was stopped during {method}")
         if "error" in reply:
             err = reply["error"]
             raise error(err.get("code", 0), err.get("message", ""), err.get("data"))
@@ -337,6 +346,9 @@ class Troupe:
         if self._stopped:
             return
         self._stopped = True
+        for answer in list(self._pending.values()):  # no caller waits out its timeout on a stopped troupe
+            if not answer.ready():
+                answer.set(_STOPPED)
         sessions = [self._session]
         for app in self._apps:
             sessions += [hs.ref for hs in list(app.mcp.sessions.values())]
@@ -350,6 +362,9 @@ class Troupe:
         # Deferred requests wait on `settled` for up to startup_wait; release them now.
         self.runtime.settled.set()
         self._callbacks.kill(block=True, timeout=CALLBACK_KILL_WAIT)
+
+
+_STOPPED = object()  # the answer stop() gives every call still in flight
 
 
 def _ignore(message: dict) -> None:

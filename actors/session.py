@@ -289,9 +289,9 @@ class Session(RelayHandlers, pykka.ThreadingActor):
         if entry is None and self._starting_up():
             self._defer(msg, sink)  # its server may still be starting
             return
-        passthrough = self.rt.passthrough_server() if entry is None and self.mode == "flat" else None
-        if passthrough is not None:
-            self._forward(rid, passthrough, "tools/call", params, sink, passthrough())
+        bare = self.rt.passthrough_server() if entry is None and self.mode == "flat" else None
+        if bare is not None:
+            self._forward(rid, bare, "tools/call", params, sink, passthrough())
             return
         if entry is None:
             hint = "list_tools or filter_tools" if self.mode == "meta" else "tools/list"

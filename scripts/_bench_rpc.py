@@ -85,14 +85,14 @@ class Proc:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        # Grandchildren (backends) share the group; make sure none outlives its parent.
+        # Grandchildren in the group (the FastMCP proxy's backends) must not outlive it; troupe gives
+        # each backend its own group and stops them itself, and they also leave on stdin EOF.
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        for stream in (self.proc.stdout,):
-            if stream:
-                stream.close()
+        if self.proc.stdout:
+            self.proc.stdout.close()
         self._log.close()
 
     def __enter__(self):

@@ -111,6 +111,10 @@ def test_200_greenlets_call_tools_concurrently_through_the_handle(tmp_path):
     assert out["unknown"] == -32602
 
 
+# Records what `import actors` loads, before anything else of the host's is imported.
+IMPORT_ACTORS = "import sys\n_before = set(sys.modules)\nimport actors\nIMPORTED = set(sys.modules) - _before\n"
+
+
 @pytest.mark.parametrize("prelude, missing", [
     ("", "threading, queue, socket"),
     ("from gevent import monkey\nmonkey.patch_all(thread=False)\n", "threading"),
@@ -126,7 +130,7 @@ def test_start_refuses_a_host_that_is_not_patched(tmp_path, prelude, missing):
         done(error=error, took=time.monotonic() - began, actors=len(pykka.ActorRegistry.get_all()),
              imported=sorted(IMPORTED), runtime_loaded="actors.runtime" in sys.modules,
              children=len(__import__("tests.support.troupe", fromlist=["x"]).children_of(os.getpid())))
-    """, prelude=prelude + "import sys\n_before = set(sys.modules)\nimport actors\nIMPORTED = set(sys.modules) - _before\n")
+    """, prelude=prelude + IMPORT_ACTORS)
     assert out["error"] is not None, "start() did not refuse"
     assert f"{missing} {'is' if ',' not in missing else 'are'} not patched" in out["error"]
     assert "from gevent import monkey; monkey.patch_all()" in out["error"]
@@ -290,8 +294,19 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
         children_running = len(children_of(pid))
         actors_running = len(pykka.ActorRegistry.get_all())
 
+        def long_call():
+            began = time.monotonic()
+            try:
+                troupe.call_tool("a__sleep", {"seconds": 30})
+                return "answered", time.monotonic() - began
+            except RuntimeError as exc:
+                return str(exc), time.monotonic() - began
+        caller = gevent.spawn(long_call)
+        poll(lambda: troupe.status()["servers"][0]["in_flight"] == 1)
+
         troupe.stop()
         troupe.stop()  # idempotent
+        caller.join(timeout=5)
         actors_after = len(pykka.ActorRegistry.get_all())
         no_children = poll(lambda: not children_of(pid))
         gc.collect()
@@ -311,7 +326,7 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
              actors_running=actors_running, actors_after=actors_after, no_children=no_children,
              greenlets_back=greenlets_back, greenlets=[base_greenlets, live_greenlets()], after_stop=after_stop,
              hello=[hello[0], hello[1].decode()], work=sum(j.value for j in work),
-             saw_events=sorted({e.kind for e in seen}))
+             saw_events=sorted({e.kind for e in seen}), long_call=caller.value)
     """)
     assert out["http_init"] == 200 and out["registered"] == "ready" and out["late"] == 3
     assert out["children_running"] == 3 and out["actors_running"] >= 8
@@ -321,3 +336,6 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
     assert out["after_stop"] == "this troupe handle is stopped"
     assert out["hello"] == [200, "hello"] and out["work"] == sum(i * i for i in range(50))
     assert {"ToolsChanged", "ServerStateChanged"} <= set(out["saw_events"])
+    # A call in flight fails at once when the handle stops, instead of waiting out its timeout.
+    assert out["long_call"][0] == "this troupe handle was stopped during tools/call"
+    assert out["long_call"][1] < 10

@@ -175,3 +175,13 @@ def test_claude_style_json_config(tmp_path):
     finally:
         t.close()
     assert not any("hunter2" in line for line in t.stderr)
+
+
+def test_single_unprefixed_server_answers_for_names_it_does_not_list(troupe_factory):
+    t = troupe_factory([server("solo", "tests.servers.echo", prefix="")], mode="flat")
+    t.initialize()
+    t.request("tools/list")
+    # troupe is a transparent front for one unprefixed server: the backend itself answers
+    unknown = t.call("not_listed_here")
+    assert unknown["error"]["code"] == -32602 and "not_listed_here" in unknown["error"]["message"]
+    assert text_of(t.call("echo", {"text": "direct"})) == "direct"
