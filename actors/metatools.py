@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import fnmatch
+import heapq
+import re
 from typing import Any
 
 import orjson
@@ -126,7 +128,7 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple) -> dict:
     """Answer a non-forwarding meta-tool from the snapshot alone."""
     if name == "list_tools":
         limit, offset = _page(args)
-        return text_result(_paged("tools", [_tool_summary(t) for t in cat.tools], limit, offset))
+        return text_result(_paged_summaries(cat.tools, len(cat.tools), limit, offset))
     if name == "describe_tool":
         tool_name = _required_str(args, "name")
         entry = cat.tool(tool_name)
@@ -166,30 +168,36 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple) -> dict:
     raise MetaError(f"unknown meta-tool {name!r}")
 
 
+def _paged_summaries(entries, total: int, limit: int, offset: int) -> dict:
+    """Summarise only the page shown: a 10,000-tool catalogue costs one page, not 10,000 dicts."""
+    page = [_tool_summary(t) for t in entries[offset:offset + limit]]
+    return {"tools": page, "total": total, "limit": limit, "offset": offset,
+            "truncated": offset + len(page) < total}
+
+
 def _filter(args: dict, cat: Catalogue) -> dict:
     limit, offset = _page(args)
     query, pattern = args.get("query") or "", args.get("pattern") or ""
     server, desc = args.get("server") or "", args.get("description_filter") or ""
-    case = bool(args.get("case_sensitive"))
     for key, value in (("query", query), ("pattern", pattern), ("server", server), ("description_filter", desc)):
         if not isinstance(value, str):
             raise MetaError(f"{key} must be a string")
-    fold = (lambda s: s) if case else str.lower
+    flags = 0 if args.get("case_sensitive") else re.IGNORECASE
+    # A pattern with no wildcard means "name contains"; the glob is compiled once per call.
+    glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
+    name_ok = re.compile(fnmatch.translate(glob), flags).match if pattern else None
+    desc_ok = re.compile(re.escape(desc), flags).search if desc else None
     tools = cat.tools
+
+    def keep(t: Entry) -> bool:
+        return (not server or t.server == server) and (name_ok is None or name_ok(t.name) is not None) \
+            and (desc_ok is None or desc_ok(t.definition.get("description", "")) is not None)
+
     if query:
         scores = _index(cat).score(query)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], tools[kv[0]].name))
-        candidates = [tools[i] for i, _ in ranked]
-    else:
-        candidates = list(tools)
-    out = []
-    for t in candidates:
-        if server and t.server != server:
-            continue
-        if pattern and not (fnmatch.fnmatchcase(fold(t.name), fold(pattern)) or
-                            (not any(c in pattern for c in "*?[") and fold(pattern) in fold(t.name))):
-            continue
-        if desc and fold(desc) not in fold(t.definition.get("description", "")):
-            continue
-        out.append(_tool_summary(t))
-    return _paged("tools", out, limit, offset)
+        matches = [(score, i) for i, score in scores.items() if keep(tools[i])]
+        # Only the page shown needs ordering: the best offset+limit, ties broken by name.
+        best = heapq.nsmallest(offset + limit, matches, key=lambda si: (-si[0], tools[si[1]].name))
+        return _paged_summaries([tools[i] for _, i in best], len(matches), limit, offset)
+    matches = [t for t in tools if keep(t)] if (server or pattern or desc) else tools
+    return _paged_summaries(matches, len(matches), limit, offset)

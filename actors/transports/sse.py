@@ -12,6 +12,7 @@ import gevent.pool
 import gevent.queue
 import orjson
 import requests
+import requests.adapters
 import sseclient
 from loguru import logger
 
@@ -161,6 +162,9 @@ class StreamCursor:
         return self.retry if self.retry is not None else backoff(attempt)
 
 
+POOL_SIZE = 128  # at least a server's max_in_flight (default 64) plus its streams
+
+
 class HttpTransportBase:
     """What both HTTP transports share: one requests.Session, an ordered outbox,
     callbacks guarded against late calls, reader bookkeeping and a bounded close."""
@@ -175,6 +179,11 @@ class HttpTransportBase:
         self._connect_timeout = connect_timeout
         self._log = log.bind(server=name)
         self._http = requests.Session()
+        # One keep-alive connection per concurrent call: the default pool of 10 made a busy
+        # upstream open (and discard) a new TCP connection for every call past the tenth.
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE)
+        self._http.mount("http://", adapter)
+        self._http.mount("https://", adapter)
         self._greenlets = gevent.pool.Group()
         self._streams: set[requests.Response] = set()
         self._outbox: gevent.queue.Queue = gevent.queue.Queue()

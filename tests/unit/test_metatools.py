@@ -1,0 +1,58 @@
+"""Meta-tool handlers over a Catalogue snapshot: paging, ranking, filters, errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actors import catalogue, metatools
+
+
+def _cat(n_extra: int = 0):
+    a = [{"name": "read_file", "description": "Read a file from disk", "inputSchema": {"type": "object",
+          "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+         {"name": "search", "description": "Search files for text, then read file parts", "inputSchema": {}}]
+    b = [{"name": f"t{i:05d}", "description": f"tool number {i}", "inputSchema": {}} for i in range(n_extra)]
+    b.append({"name": "weather", "description": "Forecast for a city", "inputSchema": {}})
+    return catalogue.build({"fs": catalogue.ServerLists("fs", "fs", tuple(a)),
+                            "misc": catalogue.ServerLists("misc", "misc", tuple(b))}, "__", 1)
+
+
+def _json(result):
+    assert not result.get("isError"), result
+    return json.loads(result["content"][0]["text"])
+
+
+def test_list_tools_pages_with_totals():
+    cat = _cat(120)
+    first = _json(metatools.handle("list_tools", {"limit": 50}, cat, ()))
+    assert first["total"] == 123 and len(first["tools"]) == 50 and first["truncated"] is True
+    last = _json(metatools.handle("list_tools", {"limit": 50, "offset": 100}, cat, ()))
+    assert len(last["tools"]) == 23 and last["truncated"] is False
+    with pytest.raises(metatools.MetaError):
+        metatools.handle("list_tools", {"limit": 0}, cat, ())
+
+
+def test_filter_ranks_name_matches_first_and_filters():
+    cat = _cat(50)
+    ranked = _json(metatools.handle("filter_tools", {"query": "read file"}, cat, ()))
+    assert ranked["tools"][0]["name"] == "fs__read_file"  # name beats a description mention
+    assert {t["name"] for t in ranked["tools"]} == {"fs__read_file", "fs__search"}
+    globbed = _json(metatools.handle("filter_tools", {"pattern": "misc__t0001*"}, cat, ()))
+    assert globbed["total"] == 10
+    contains = _json(metatools.handle("filter_tools", {"pattern": "WEATH"}, cat, ()))
+    assert [t["name"] for t in contains["tools"]] == ["misc__weather"]
+    scoped = _json(metatools.handle("filter_tools", {"query": "tool", "server": "fs"}, cat, ()))
+    assert scoped["total"] == 0
+    paged = _json(metatools.handle("filter_tools", {"query": "tool number", "limit": 5, "offset": 5}, cat, ()))
+    assert paged["total"] == 50 and len(paged["tools"]) == 5 and paged["truncated"] is True
+
+
+def test_describe_tool_gives_schema_and_example_or_a_clear_error():
+    cat = _cat()
+    described = _json(metatools.handle("describe_tool", {"name": "fs__read_file"}, cat, ()))
+    assert described["tool"]["inputSchema"]["required"] == ["path"]
+    assert described["example"] == {"name": "call_tool", "arguments": {"name": "fs__read_file",
+                                                                       "arguments": {"path": "text"}}}
+    with pytest.raises(metatools.MetaError, match="unknown tool"):
+        metatools.handle("describe_tool", {"name": "nope"}, cat, ())
