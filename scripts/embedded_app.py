@@ -6,7 +6,6 @@ monkey.patch_all()  # first thing, before any other import: troupe refuses to st
 import argparse  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -14,11 +13,12 @@ from urllib.parse import parse_qs  # noqa: E402
 
 import gevent  # noqa: E402
 import gevent.event  # noqa: E402
-from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
+from gevent.pywsgi import WSGIServer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a checkout
 import actors  # noqa: E402
 from actors.embed import mount  # noqa: E402
+from actors.serve.http import NoDelayHandler  # noqa: E402
 
 FANOUT_DEFAULT = 50
 FANOUT_MAX = 200  # also the server's max_in_flight, so no call is refused as busy
@@ -34,15 +34,6 @@ def troupe_config(root: str) -> dict:
         "serve": {"mode": "flat", "startup_wait": 15}}
 
 
-class NoDelayHandler(WSGIHandler):
-    """Without TCP_NODELAY every keep-alive request waits ~44 ms for a delayed ACK."""
-
-    def handle(self):
-        try:
-            self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        return super().handle()
 
 
 def host_app(troupe):

@@ -17,7 +17,9 @@ from .security import Guard
 from . import sse
 
 
-class _NoDelayHandler(WSGIHandler):
+class NoDelayHandler(WSGIHandler):
+    """pywsgi handler with TCP_NODELAY; hosts embedding troupe can serve with it too."""
+
     def handle(self):
         # Without TCP_NODELAY every keep-alive request waited ~44 ms for a delayed ACK.
         try:
@@ -127,7 +129,7 @@ def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[W
     host = host or serve_cfg.host
     port = serve_cfg.port if port is None else port
     app = App(runtime, host)
-    server = WSGIServer((host, port), app, handler_class=_NoDelayHandler, log=None,
+    server = WSGIServer((host, port), app, handler_class=NoDelayHandler, log=None,
                         error_log=_ErrorLog())
     server.start()
     shown = f"[{host}]" if ":" in host else host
