@@ -9,6 +9,7 @@ import pykka  # noqa: E402
 import pytest  # noqa: E402
 
 from actors.bus import BusClient, EventBus  # noqa: E402
+from actors.events import StartupSettled  # noqa: E402
 from actors.config import ServerConfig, StdioSpec  # noqa: E402
 from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import ListServices, RunDiscovery  # noqa: E402
@@ -81,7 +82,10 @@ def test_check_all_emits_transitions_only(bus):
     wait_until(lambda: len(health_events(bus)) == 2, message="two HealthChanged events")
     ask(checker, CheckHealth, "echo")
     ask(checker, CheckHealth, None)
-    gevent.sleep(0.1)
+    # The bus is FIFO: once a marker published now is in its history, anything the
+    # checker published before answering is there too.
+    bus.publish(StartupSettled())
+    wait_until(lambda: any(e.kind == "StartupSettled" for e in bus.history(limit=500)), message="marker")
     assert len(health_events(bus)) == 2  # same verdicts again: no new events
     assert ask(checker, GetHealth)["crash"]["healthy"] is False
 
