@@ -193,11 +193,14 @@ def _filter(args: dict, cat: Catalogue) -> dict:
         return (not server or t.server == server) and (name_ok is None or name_ok(t.name) is not None) \
             and (desc_ok is None or desc_ok(t.definition.get("description", "")) is not None)
 
+    filtered = bool(server or pattern or desc)
     if query:
-        scores = _index(cat).score(query)
-        matches = [(score, i) for i, score in scores.items() if keep(tools[i])]
+        index = _index(cat)
+        rank = index.name_rank
+        matches = [(-score, rank[i], i) for i, score in index.score(query).items()
+                   if not filtered or keep(tools[i])]
         # Only the page shown needs ordering: the best offset+limit, ties broken by name.
-        best = heapq.nsmallest(offset + limit, matches, key=lambda si: (-si[0], tools[si[1]].name))
-        return _paged_summaries([tools[i] for _, i in best], len(matches), limit, offset)
-    matches = [t for t in tools if keep(t)] if (server or pattern or desc) else tools
+        best = heapq.nsmallest(offset + limit, matches)
+        return _paged_summaries([tools[i] for _, _, i in best], len(matches), limit, offset)
+    matches = [t for t in tools if keep(t)] if filtered else tools
     return _paged_summaries(matches, len(matches), limit, offset)

@@ -20,22 +20,31 @@ class Index:
 
     def __init__(self, docs: list[tuple[str, str]]):  # (name, description)
         self.size = len(docs)
-        self.postings: dict[str, list[tuple[int, float]]] = {}
-        lengths = []
-        bags = []
+        bags, lengths = [], []
         for name, desc in docs:
-            bag = Counter()
+            bag: Counter = Counter()
             for t in tokens(name):
                 bag[t] += NAME_WEIGHT
             for t in tokens(desc):
                 bag[t] += 1.0
             bags.append(bag)
             lengths.append(sum(bag.values()) or 1.0)
-        self.avg = (sum(lengths) / len(lengths)) if lengths else 1.0
-        self.lengths = lengths
+        avg = (sum(lengths) / len(lengths)) if lengths else 1.0
+        # Per term: the doc ids and each doc's BM25 term weight, precomputed so a query
+        # costs one multiply-add per matching doc.
+        postings: dict[str, tuple[list, list]] = {}
         for i, bag in enumerate(bags):
+            norm = K1 * (1 - B + B * lengths[i] / avg)
             for term, tf in bag.items():
-                self.postings.setdefault(term, []).append((i, tf))
+                ids, weights = postings.setdefault(term, ([], []))
+                ids.append(i)
+                weights.append(tf * (K1 + 1) / (tf + norm))
+        self.postings = postings
+        # Each doc's position in name order, for a cheap deterministic tie-break.
+        order = sorted(range(len(docs)), key=lambda i: docs[i][0])
+        self.name_rank = [0] * len(docs)
+        for rank, i in enumerate(order):
+            self.name_rank[i] = rank
 
     def score(self, query: str) -> dict[int, float]:
         scores: dict[int, float] = {}
@@ -43,8 +52,12 @@ class Index:
             posting = self.postings.get(term)
             if not posting:
                 continue
-            idf = math.log(1 + (self.size - len(posting) + 0.5) / (len(posting) + 0.5))
-            for i, tf in posting:
-                norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * self.lengths[i] / self.avg))
-                scores[i] = scores.get(i, 0.0) + idf * norm
+            ids, weights = posting
+            idf = math.log(1 + (self.size - len(ids) + 0.5) / (len(ids) + 0.5))
+            if not scores:  # the first term builds the map in C
+                scores = dict(zip(ids, [idf * w for w in weights]))
+                continue
+            get = scores.get
+            for i, w in zip(ids, weights):
+                scores[i] = get(i, 0.0) + idf * w
         return scores
