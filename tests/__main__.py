@@ -39,7 +39,7 @@ def main() -> int:
         if code == 5:  # no tests collected in a suite that must have tests
             totals["failed"] += 1
             worst = worst or 1
-    print(f"\ntroupe tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
+    print(f"\ntotal: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     return 1 if worst or totals["failed"] else 0
 
 
