@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import yaml
+from .configfile import ConfigError, Located, read
 
 # The embedded default: beside the package in a checkout or editable install, under
 # the prefix's config/ (setup.cfg data_files) in a regular install.
@@ -25,14 +25,6 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
                "list": "a list", "dict": "a mapping"}
-
-
-class ConfigError(Exception):
-    """Everything wrong with one config file, each problem as file:line: key: message."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,61 +115,13 @@ class Config:
 
 # ---------------------------------------------------------------- loading
 
-class _Located:
-    """Plain data plus a key-path → line table, so every error can name its line."""
-
-    def __init__(self, data: Any, lines: dict[str, int], file: str):
-        self.data, self.lines, self.file = data, lines, file
-
-    def where(self, path: str) -> str:
-        # fall back to the nearest parent that has a line
-        probe = path
-        while probe and probe not in self.lines:
-            probe = probe.rsplit(".", 1)[0] if "." in probe else ""
-        line = self.lines.get(probe) or self.lines.get("", 1)
-        return f"{self.file}:{line}"
-
-
-def _to_plain(node: yaml.Node, path: str, lines: dict[str, int], scalars: yaml.SafeLoader) -> Any:
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out = {}
-        for key_node, value_node in node.value:
-            key = str(scalars.construct_object(key_node))
-            sub = f"{path}.{key}" if path else key
-            lines[sub] = key_node.start_mark.line + 1
-            out[key] = _to_plain(value_node, sub, lines, scalars)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_to_plain(v, f"{path}[{i}]", lines, scalars) for i, v in enumerate(node.value)]
-    return scalars.construct_object(node)
-
-
-def _read(path: Path) -> _Located:
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"{file}: cannot read config: {exc.strerror or exc}"]) from None
-    try:
-        # YAML is (nearly) a superset of JSON, so one parser gives lines for both.
-        node = yaml.compose(text.replace("\t", "  "), Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError([f"{file}{line}: not valid YAML/JSON: {getattr(exc, 'problem', exc)}"]) from None
-    lines: dict[str, int] = {}
-    data = _to_plain(node, "", lines, yaml.SafeLoader("")) if node is not None else {}
-    return _Located(data, lines, file)
-
-
 def expand(value: str, extra: Mapping[str, str]) -> str:
     """${VAR} from troupe's built-ins, then the environment; unknown stays as is."""
     return _VAR.sub(lambda m: extra.get(m.group(1), os.environ.get(m.group(1), m.group(0))), value)
 
 
 class _Checker:
-    def __init__(self, loc: _Located):
+    def __init__(self, loc: Located):
         self.loc, self.problems = loc, []
 
     def fail(self, path: str, message: str) -> None:
@@ -204,12 +148,12 @@ class _Checker:
 def load(path: str | os.PathLike | None = None) -> Config:
     """Load a troupe YAML config or a Claude-style {"mcpServers": …} JSON file."""
     file = Path(path) if path else DEFAULT_CONFIG
-    loc = _read(file)
+    loc = read(file)
     return from_data(loc.data, file=str(file), located=loc)
 
 
-def from_data(data: Any, file: str = "<dict>", located: _Located | None = None) -> Config:
-    loc = located or _Located(data, {}, file)
+def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -> Config:
+    loc = located or Located(data, {}, file)
     check = _Checker(loc)
     base = Path(file).resolve().parent if file.startswith("<") is False else Path.cwd()
     builtins = {"TROUPE_PYTHON": sys.executable, "TROUPE_CONFIG_DIR": str(base)}

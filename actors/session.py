@@ -9,13 +9,14 @@ import pykka
 from loguru import logger
 
 from . import coretools, metatools
-from .catalogue import Catalogue
 from .events import ResourceUpdated, ServerLogged
 from .messages import (CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, ServerRequest,
                        ServerRequestCancelled, UpstreamError)
 from .protocol import jsonrpc, mcp, validation
+from .forwarding import IDEMPOTENT_METHODS, Retry, progress_relay, retry_when_back
+from .metacalls import MetaCalls
 from .relaying import RelayHandlers
-from .replies import (BadCursor, page, passthrough, prompt_as_tool, resource_as_tool, restore_uris,
+from .replies import (BadCursor, page, passthrough, restore_uris,
                       tool_outcome)
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
@@ -33,46 +34,7 @@ class _Deferred:
         self.message, self.sink = message, sink
 
 
-IDEMPOTENT_METHODS = frozenset({"resources/read", "prompts/get", "completion/complete"})
-RETRY_WAIT = 15.0  # how long an idempotent request waits for its server to come back
-
-
-class _Retry:
-    """An idempotent request to send again now that its server is back."""
-
-    __slots__ = ("rid", "server", "method", "params", "sink", "shape", "token")
-
-    def __init__(self, rid, server, method, params, sink, shape, token):
-        self.rid, self.server, self.method, self.params = rid, server, method, params
-        self.sink, self.shape, self.token = sink, shape, token
-
-
-def _retry_when_back(rt, session_ref, server: str, dead_ref, failure, retry: "_Retry") -> None:
-    """Edge greenlet: wait (bounded) for a new live connection, then hand the retry back."""
-    deadline = gevent.get_hub().loop.now() + RETRY_WAIT
-    while rt.connection(server) in (None, dead_ref):
-        if gevent.get_hub().loop.now() > deadline:
-            retry.sink(retry.shape(retry.rid, failure))
-            return
-        gevent.sleep(0.05)
-    try:
-        session_ref.tell(retry)
-    except pykka.ActorDeadError:
-        pass
-
-
-def _progress_relay(token, sink):
-    """Upstream progress (for troupe's own token) back to the client, under the client's token."""
-    def relay(params: dict) -> None:
-        out = {"progressToken": token, "progress": params.get("progress", 0)}
-        for key in ("total", "message"):
-            if key in params:
-                out[key] = params[key]
-        sink(jsonrpc.notification("notifications/progress", out))
-    return relay
-
-
-class Session(RelayHandlers, pykka.ThreadingActor):
+class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
         super().__init__()
         self.rt = runtime
@@ -131,7 +93,7 @@ class Session(RelayHandlers, pykka.ThreadingActor):
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
                 self._list_changed(lists, version)
-            case _Retry():
+            case Retry():
                 self._forward(message.rid, message.server, message.method, message.params, message.sink,
                               message.shape, message.token, retry=False)
             case ServerRequest():
@@ -336,53 +298,13 @@ class Session(RelayHandlers, pykka.ThreadingActor):
             if inflight.pop(rid, None) is None:
                 return  # the client cancelled it: no answer is owed
             if retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
-                gevent.spawn(_retry_when_back, rt, me, server, ref, outcome,
-                             _Retry(rid, server, method, params, sink, shape, progress_token))
+                gevent.spawn(retry_when_back, rt, me, server, ref, outcome,
+                             Retry(rid, server, method, params, sink, shape, progress_token))
                 return
             sink(shape(rid, outcome))
 
-        on_progress = _progress_relay(progress_token, sink) if progress_token is not None else None
+        on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
         ref.tell(Forward(method, params, on_reply, on_progress=on_progress, origin=self.key, origin_request=rid))
-
-    def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
-        if name != "list_core_tools" and name != "call_tool" and self._starting_up():
-            self._defer(msg, sink)  # like tools/list: the first look waits for start-up to settle
-            return
-        try:
-            if name == "call_tool":
-                target = args.get("name")
-                inner = args.get("arguments")
-                if not isinstance(target, str) or not target:
-                    raise metatools.MetaError("call_tool needs 'name' (a qualified tool name from list_tools)")
-                if inner is None:
-                    inner = {}
-                if not isinstance(inner, dict):
-                    raise metatools.MetaError(f"'arguments' for {target} must be an object")
-                entry = cat.tool(target)
-                if entry is None and self._starting_up():
-                    self._defer(msg, sink)  # its server may still be starting
-                    return
-                if entry is None:
-                    raise metatools.MetaError(f"unknown tool {target!r}; use filter_tools or list_tools to find names")
-                self._call(rid, entry, inner, params, sink)
-            elif name == "get_resource":
-                uri = metatools._required_str(args, "uri")
-                owner = cat.resource_owner(uri)
-                if owner is None:
-                    raise metatools.MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
-                self._forward(rid, owner[0], "resources/read", {"uri": owner[1]}, sink, resource_as_tool)
-            elif name == "get_prompt":
-                pname = metatools._required_str(args, "name")
-                entry = cat.prompt(pname)
-                if entry is None:
-                    raise metatools.MetaError(f"unknown prompt {pname!r}; use list_prompts to find names")
-                pargs = args.get("arguments") or {}
-                self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
-                              sink, prompt_as_tool)
-            else:
-                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, coretools.CORE_TOOLS)))
-        except metatools.MetaError as exc:
-            sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 
     # ---------------------------------------------------------------- resources and prompts
 

@@ -1,0 +1,77 @@
+"""The Connection's handshake and listing: initialize, then every list read page by page,
+re-read on list_changed, published to the registry."""
+from __future__ import annotations
+
+from .messages import ConnectionCounts, ConnectionReady, PublishServer, UpstreamError
+from .protocol import jsonrpc, mcp
+
+MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
+
+
+class Listing:
+    """Mixed into Connection: uses its config, transport, capabilities, _lists, _listing,
+    _ready, _failed, _request, _send, _fail, registry and supervisor."""
+
+    def _initialized(self, outcome) -> None:
+        if isinstance(outcome, UpstreamError):
+            self._fail(f"initialize failed: {outcome.message}")
+            return
+        version = outcome.get("protocolVersion")
+        if version not in mcp.SUPPORTED_VERSIONS:
+            self._fail(f"server speaks protocol {version!r}; troupe supports {', '.join(mcp.SUPPORTED_VERSIONS)}")
+            return
+        self.protocol_version = version
+        self.capabilities = outcome.get("capabilities") or {}
+        self.server_info = outcome.get("serverInfo") or {}
+        self.transport.set_protocol_version(version)
+        self._send(jsonrpc.notification("notifications/initialized"))
+        self._list(tuple(mcp.LIST_METHODS))
+
+    def _list(self, kinds) -> None:
+        for kind in kinds:
+            if mcp.LIST_CAPABILITY[kind] not in self.capabilities:
+                self._lists[kind] = ()
+                continue
+            self._listing.add(kind)
+            self._list_page(kind, None, [], 0)
+        self._maybe_publish()
+
+    def _list_page(self, kind: str, cursor, acc: list, pages: int) -> None:
+        method, key = mcp.LIST_METHODS[kind]
+
+        def on_page(outcome) -> None:
+            if isinstance(outcome, UpstreamError):
+                self.log.warning("{} failed: {}", method, outcome.message)
+                self._lists[kind] = tuple(acc)
+            else:
+                items = outcome.get(key)
+                acc.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))
+                nxt = outcome.get("nextCursor")
+                if nxt and nxt != cursor and pages + 1 < MAX_LIST_PAGES:
+                    self._list_page(kind, nxt, acc, pages + 1)
+                    return
+                self._lists[kind] = tuple(acc)
+            self._listing.discard(kind)
+            self._maybe_publish()
+
+        self._request(method, {"cursor": cursor} if cursor else None, on_page,
+                      timeout=self.config.timeout)
+
+    def _maybe_publish(self) -> None:
+        if self._listing or self._failed:
+            return
+        lists = self._lists
+        self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
+                                         lists.get("tools", ()), lists.get("resources", ()),
+                                         lists.get("templates", ()), lists.get("prompts", ()),
+                                         self.capabilities))
+        counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
+        if not self._ready:
+            self._ready = True
+            self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
+            if self.shared.get("log_level"):
+                self._set_log_level(self.shared["log_level"])
+            self.supervisor.tell(ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
+                                                 self.describe()))
+        else:
+            self.supervisor.tell(ConnectionCounts(self.config.name, self.generation, *counts))
