@@ -105,6 +105,13 @@ class Connection(Listing, pykka.ThreadingActor):
             except Exception:
                 self.log.exception("transport close failed")
 
+    def on_failure(self, exc_type, exc_value, traceback) -> None:
+        # A bug while handling a message stops this actor without on_stop: fail every
+        # pending call, close the transport, and tell the supervisor so it restarts the server.
+        if not self._failed:
+            self._fail(f"troupe internal error: {exc_type.__name__}: {exc_value}")
+        self.on_stop()
+
     def describe(self) -> dict:
         return self.transport.describe() if self.transport is not None else {}
 

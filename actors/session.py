@@ -70,6 +70,10 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         for server, uri in list(self._subscribed):
             self._drop_subscription(server, uri)
 
+    def on_failure(self, exc_type, exc_value, traceback) -> None:
+        # pykka skips on_stop after a crash: cancel this client's upstream calls anyway.
+        self.on_stop()
+
     def _on_event(self, event) -> None:  # runs in the bus greenlet: only a tell
         try:
             if event.kind == "ToolsChanged":

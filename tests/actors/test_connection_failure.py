@@ -1,0 +1,50 @@
+"""A bug inside a Connection actor: pending calls answered, the server restarted, nothing hangs."""
+from __future__ import annotations
+
+import pykka
+import pytest
+
+from actors import config
+from actors.connection import Connection
+from actors.messages import Inbound
+from actors.runtime import Runtime
+from actors.supervisor import Child
+from tests.support import PYTHON, ROOT, wait_until
+
+
+class _Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def runtime():
+    cfg = config.from_data({"servers": [{"name": "echo", "transport": {"type": "stdio", "stdio": {
+        "command": PYTHON, "args": ["-m", "tests.servers.echo"], "work_dir": str(ROOT)}},
+        "restart": {"min_backoff": 0.05, "max_backoff": 0.1}}], "discovery": {"enabled": False}})
+    rt = Runtime(cfg).start()
+    yield rt
+    rt.stop()
+    pykka.ActorRegistry.stop_all()
+
+
+def test_crash_in_connection_fails_pending_and_restarts(runtime, monkeypatch):
+    wait_until(lambda: runtime.directory["echo"].state == "ready", 15, message="ready")
+    child: Child = runtime.directory["echo"]
+    first_ref, first_pid = child.ref, child.endpoint["pid"]
+    answers = []
+    from actors.messages import Forward
+    first_ref.tell(Forward("tools/call", {"name": "sleep", "arguments": {"seconds": 30}}, answers.append))
+    wait_until(lambda: child.stats.in_flight == 1, 10, message="call in flight")
+
+    original = Connection._inbound
+
+    def explode(self, msg):
+        if msg == "boom":
+            raise _Boom("a bug")
+        return original(self, msg)
+    monkeypatch.setattr(Connection, "_inbound", explode)
+    first_ref.tell(Inbound("boom"))
+    wait_until(lambda: answers, 5, message="pending call answered")
+    assert "internal error" in answers[0].message and answers[0].server == "echo"
+    wait_until(lambda: child.state == "ready" and child.ref is not first_ref, 15, message="restarted")
+    assert child.restarts >= 1 and child.endpoint["pid"] != first_pid
