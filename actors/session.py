@@ -23,6 +23,7 @@ LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "resources": "notifications/resources/list_changed",
                        "prompts": "notifications/prompts/list_changed"}
 _session_ids = itertools.count(1)
+BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
 
 
 class _Deferred:
@@ -121,9 +122,12 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
                 logger.warning("session: unknown message {!r}", message)
 
     def _client_message(self, msg, sink) -> None:
+        if isinstance(msg, list) and msg and self.protocol_version == BATCH_VERSION:
+            self._batch(msg, sink)
+            return
         if not isinstance(msg, dict):
-            sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
-                               "expected one JSON-RPC object" + (" (batches are not supported)" if isinstance(msg, list) else "")))
+            sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "expected one JSON-RPC object" + (
+                f" (batches only with protocol {BATCH_VERSION})" if isinstance(msg, list) else "")))
             return
         method = msg.get("method")
         if msg.get("jsonrpc") != "2.0" or (method is not None and not isinstance(method, str)):
@@ -144,6 +148,26 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "request id must be a string or an integer"))
             return
         self._request(msg, sink)
+
+    def _batch(self, batch: list, sink) -> None:
+        """2025-03-26 batches: every entry handled as if sent alone, the answers sent as one array."""
+        # Entries that get an answer: anything but a notification or a response from the client.
+        expected = sum(1 for m in batch if not (isinstance(m, dict) and (
+            ("method" in m and "id" not in m) or ("method" not in m and ("result" in m or "error" in m)))))
+        answers: list = []
+
+        def collect(message: dict) -> None:  # any greenlet: answers gathered, the rest passed on
+            if "method" in message:
+                sink(message)
+                return
+            answers.append(message)
+            if len(answers) == expected:
+                sink(answers)
+        for m in batch:
+            if isinstance(m, dict) and m.get("method") == "initialize":
+                collect(jsonrpc.error(m.get("id"), jsonrpc.INVALID_REQUEST, "initialize must not be batched"))
+            else:
+                self._client_message(m, collect if expected else sink)
 
     def _notification(self, method: str, params: dict) -> None:
         if method == "notifications/initialized":

@@ -87,9 +87,10 @@ class McpHttp:
             msg = jsonrpc.decode(body)
         except ValueError as exc:
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
+        if isinstance(msg, list) and msg:
+            return self._post_batch(environ, msg)
         if not isinstance(msg, dict):
-            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
-                                                          "expected one JSON-RPC object (batches are not supported)"))
+            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "expected a JSON-RPC object"))
         version = environ.get("HTTP_MCP_PROTOCOL_VERSION")
         if version is not None and version not in mcp.SUPPORTED_VERSIONS:
             return _json("400 Bad Request", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
@@ -136,6 +137,27 @@ class McpHttp:
             return _json("200 OK", first, headers)
         return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers], \
             _until_answer(first, replies, msg["id"])
+
+    def _post_batch(self, environ, batch: list) -> Response:
+        """A 2025-03-26 batch: the session answers with one array (or refuses it for other versions)."""
+        hs = self.sessions.get(environ.get("HTTP_MCP_SESSION_ID") or "")
+        if hs is None or hs.legacy:
+            return _json("404 Not Found" if environ.get("HTTP_MCP_SESSION_ID") else "400 Bad Request",
+                         jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "a batch needs a live Mcp-Session-Id"))
+        hs.last_seen = time.monotonic()
+        if not any(isinstance(m, dict) and "method" in m and "id" in m for m in batch):
+            hs.ref.tell(ClientMessage(batch, hs.notify))
+            return "202 Accepted", [], b""
+        replies: gevent.queue.Queue = gevent.queue.Queue()
+        hs.ref.tell(ClientMessage(batch, replies.put))
+        while True:  # notifications ahead of the answers cannot travel in a JSON reply
+            try:
+                answer = replies.get(timeout=REPLY_TIMEOUT)
+            except gevent.queue.Empty:
+                return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
+            if isinstance(answer, list) or "method" not in answer:
+                return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
+                    jsonrpc.encode(answer)
 
     def get(self, environ) -> Response:
         if "text/event-stream" not in environ.get("HTTP_ACCEPT", ""):
