@@ -38,6 +38,16 @@ class HttpSession:
         self.stream: gevent.queue.Queue | None = gevent.queue.Queue() if legacy else None
         self.last_seen = time.monotonic()
         self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[:8]}")
+        self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
+
+    def expect(self, rid) -> gevent.queue.Queue:
+        """A queue for the answer to one POSTed request, released by `settled`."""
+        replies: gevent.queue.Queue = gevent.queue.Queue()
+        self.waiting[replies] = rid
+        return replies
+
+    def settled(self, replies: gevent.queue.Queue) -> None:
+        self.waiting.pop(replies, None)
 
     def notify(self, message: dict) -> None:
         """Unsolicited messages (list_changed…) go on the open stream, if any; never broadcast."""
@@ -52,6 +62,11 @@ class HttpSession:
             pass
         if self.stream is not None:
             self.stream.put(_CLOSE)
+        # The session's upstream calls are cancelled, so no answer will come for them:
+        # every open POST gets one now instead of waiting out REPLY_TIMEOUT.
+        waiting, self.waiting = self.waiting, {}
+        for replies, rid in waiting.items():
+            replies.put(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"session closed: {reason}"))
 
 
 class McpHttp:
@@ -114,29 +129,26 @@ class McpHttp:
             hs.ref.tell(ClientMessage(msg, hs.notify))
             return "202 Accepted", [], b""
         headers = [("Mcp-Session-Id", hs.id)]
-        replies: gevent.queue.Queue = gevent.queue.Queue()
+        replies = hs.expect(msg["id"])
         hs.ref.tell(ClientMessage(msg, replies.put))
         if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
             # An SSE reply, as the reference servers give: progress, logs and server→client
             # requests of this call travel on it ahead of the answer.
             return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers], \
-                _until_answer(None, replies, msg["id"])
+                _until_answer(None, replies, msg["id"], lambda: hs.settled(replies))
+        # JSON: notifications that precede the answer cannot travel in it and are dropped.
         try:
-            first = replies.get(timeout=REPLY_TIMEOUT)
+            answer = replies.get(timeout=REPLY_TIMEOUT)
+            while not _answers(answer, msg["id"]):
+                answer = replies.get(timeout=REPLY_TIMEOUT)
         except gevent.queue.Empty:
-            return _json("200 OK", jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"), headers)
-        if _answers(first, msg["id"]):
-            if created and "error" in first:  # a failed initialize leaves no session behind
-                self.sessions.pop(created.id, None)
-                created.close("initialize failed")
-            return _json("200 OK", first, headers)
-        if "text/event-stream" not in environ.get("HTTP_ACCEPT", ""):
-            # The client cannot take a stream: drop what precedes the answer, send the answer.
-            while not _answers(first, msg["id"]):
-                first = replies.get(timeout=REPLY_TIMEOUT)
-            return _json("200 OK", first, headers)
-        return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers], \
-            _until_answer(first, replies, msg["id"])
+            answer = jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, "troupe: no answer in time")
+        finally:
+            hs.settled(replies)
+        if created and "error" in answer:  # a failed initialize leaves no session behind
+            self.sessions.pop(created.id, None)
+            created.close("initialize failed")
+        return _json("200 OK", answer, headers)
 
     def _post_batch(self, environ, batch: list) -> Response:
         """A 2025-03-26 batch: the session answers with one array (or refuses it for other versions)."""
@@ -148,16 +160,19 @@ class McpHttp:
         if not any(isinstance(m, dict) and "method" in m and "id" in m for m in batch):
             hs.ref.tell(ClientMessage(batch, hs.notify))
             return "202 Accepted", [], b""
-        replies: gevent.queue.Queue = gevent.queue.Queue()
+        replies = hs.expect(None)
         hs.ref.tell(ClientMessage(batch, replies.put))
-        while True:  # notifications ahead of the answers cannot travel in a JSON reply
-            try:
-                answer = replies.get(timeout=REPLY_TIMEOUT)
-            except gevent.queue.Empty:
-                return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
-            if isinstance(answer, list) or "method" not in answer:
-                return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
-                    jsonrpc.encode(answer)
+        try:
+            while True:  # notifications ahead of the answers cannot travel in a JSON reply
+                try:
+                    answer = replies.get(timeout=REPLY_TIMEOUT)
+                except gevent.queue.Empty:
+                    return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
+                if isinstance(answer, list) or "method" not in answer:
+                    return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
+                        jsonrpc.encode(answer)
+        finally:
+            hs.settled(replies)
 
     def get(self, environ) -> Response:
         if "text/event-stream" not in environ.get("HTTP_ACCEPT", ""):
@@ -218,18 +233,22 @@ def _answers(message: dict, rid) -> bool:
     return "method" not in message and message.get("id") == rid
 
 
-def _until_answer(first: dict | None, replies: gevent.queue.Queue, rid) -> Iterator[bytes]:
+def _until_answer(first: dict | None, replies: gevent.queue.Queue, rid, done) -> Iterator[bytes]:
     message = first
-    while True:
-        if message is not None:
-            yield sse.event(message, name="message")
-            if _answers(message, rid):
+    try:
+        while True:
+            if message is not None:
+                yield sse.event(message, name="message")
+                if _answers(message, rid):
+                    return
+            try:
+                message = replies.get(timeout=REPLY_TIMEOUT)
+            except gevent.queue.Empty:
+                yield sse.event(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"),
+                                name="message")
                 return
-        try:
-            message = replies.get(timeout=REPLY_TIMEOUT)
-        except gevent.queue.Empty:
-            yield sse.event(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"), name="message")
-            return
+    finally:
+        done()
 
 
 def _stream(queue: gevent.queue.Queue, hs: HttpSession, first: bytes, on_close=None,

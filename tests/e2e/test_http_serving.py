@@ -141,3 +141,30 @@ def test_events_stream_shows_state_changes(http_troupe):
                 if any(e["type"] == "ServerStateChanged" and e.get("new") == "ready" for e in seen):
                     break
         assert any(e["type"] == "ServerStateChanged" for e in seen)
+
+
+def test_deleting_a_session_answers_its_open_calls_at_once(http_troupe):
+    import threading
+    import time
+    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat")
+    with requests.Session() as s:
+        init = s.post(t.url, json=INIT, headers=ACCEPT, timeout=10)
+        h = {**ACCEPT, "Mcp-Session-Id": init.headers["Mcp-Session-Id"]}
+        s.post(t.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h, timeout=10)
+        box = {}
+
+        def slow_call():
+            box["response"] = requests.post(t.url, json={"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "echo__sleep", "arguments": {"seconds": 60}}}, headers=h, timeout=30)
+        caller = threading.Thread(target=slow_call)
+        caller.start()
+        wait_until(lambda: requests.get(t.base + "/status/servers/echo", timeout=5).json()["in_flight"] == 1, 20,
+                   message="call in flight")
+        started = time.monotonic()
+        assert s.delete(t.url, headers=h, timeout=10).status_code == 200
+        caller.join(timeout=15)
+        assert not caller.is_alive() and time.monotonic() - started < 10
+        answer = _body(box["response"])
+        assert answer["id"] == 7 and "session closed" in answer["error"]["message"]
+        wait_until(lambda: requests.get(t.base + "/status/servers/echo", timeout=5).json()["in_flight"] == 0, 10,
+                   message="upstream call cancelled")
