@@ -59,12 +59,17 @@ class RelayHandlers:
             return bare, uri
         return owner
 
-
-    def _subscribe(self, rid, params, sink, msg) -> None:
-        uri = params.get("uri")
+    def _owner_or_not_found(self, rid, uri, sink) -> tuple[str, str] | None:
+        """The owner of `uri`, or None after answering the request with resource-not-found."""
         owner = self._resource_owner(uri)
         if owner is None:
             sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
+        return owner
+
+    def _subscribe(self, rid, params, sink, msg) -> None:
+        uri = params.get("uri")
+        owner = self._owner_or_not_found(rid, uri, sink)
+        if owner is None:
             return
         server, original = owner
         if (server, original) in self._subscribed:

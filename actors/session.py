@@ -139,7 +139,11 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
                 sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "not a JSON-RPC 2.0 message"))
             return
         if method is None:
-            self._client_response(msg)
+            if "result" in msg or "error" in msg:
+                self._client_response(msg)
+            else:  # neither a request, a notification nor a response: say so
+                sink(jsonrpc.error(msg.get("id") if isinstance(msg.get("id"), (str, int)) else None,
+                                   jsonrpc.INVALID_REQUEST, "message has no method, result or error"))
             return
         if "id" not in msg:
             self._notification(method, msg.get("params") or {})
@@ -348,9 +352,8 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
 
     def _resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
-        owner = self._resource_owner(uri)
+        owner = self._owner_or_not_found(rid, uri, sink)
         if owner is None:
-            sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
             return
         server, original = owner
         self._forward(rid, server, "resources/read", {**params, "uri": original}, sink,

@@ -1,5 +1,22 @@
 """e2e tests use asyncio peers (the official SDK): they need an unpatched process."""
+import pytest
 from gevent import monkey
+
+from tests.support.troupe import TroupeHttp, write_config
 
 if monkey.is_module_patched("threading"):
     raise RuntimeError("tests/e2e must run unpatched: `python -m tests`, or plain pytest on tests/e2e")
+
+
+@pytest.fixture
+def http_troupe(tmp_path):
+    """troupe over HTTP on a free port; each one is stopped (cleanly) after the test."""
+    started = []
+
+    def make(servers, *args, **serve):
+        t = TroupeHttp(write_config(tmp_path, servers, **serve), *args)
+        started.append(t)
+        return t
+    yield make
+    for t in started:
+        assert t.stop() == 0

@@ -10,7 +10,8 @@ from tests.support.troupe import Troupe, TroupeHttp, server, write_config
 BATCH = [{"jsonrpc": "2.0", "id": 10, "method": "ping"},
          {"jsonrpc": "2.0", "method": "notifications/initialized"},
          {"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "echo__echo", "arguments": {"text": "b"}}},
-         {"jsonrpc": "2.0", "id": 12, "method": "no/such"}]
+         {"jsonrpc": "2.0", "id": 12, "method": "no/such"},
+         {"jsonrpc": "2.0", "id": 13}]  # neither request nor response: answered, or the batch would never end
 
 
 def _init(version: str) -> dict:
@@ -20,7 +21,8 @@ def _init(version: str) -> dict:
 
 def _check(answers: list) -> None:
     by_id = {a["id"]: a for a in answers}
-    assert set(by_id) == {10, 11, 12}
+    assert set(by_id) == {10, 11, 12, 13}
+    assert by_id[13]["error"]["code"] == -32600
     assert by_id[10]["result"] == {}
     assert by_id[11]["result"]["content"][0]["text"] == "b"
     assert by_id[12]["error"]["code"] == -32601

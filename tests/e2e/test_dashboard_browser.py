@@ -17,7 +17,7 @@ import requests
 
 from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
-from tests.support.troupe import TroupeHttp, server, write_config
+from tests.support.troupe import server
 
 CHROMIUM = os.environ.get("TROUPE_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT = "/tmp/troupe-dashboard.png"
@@ -134,18 +134,6 @@ def browser():
     yield b
     b.close()
 
-
-@pytest.fixture
-def http_troupe(tmp_path):
-    started = []
-
-    def make(servers, *args, **serve):
-        t = TroupeHttp(write_config(tmp_path, servers, **serve), *args)
-        started.append(t)
-        return t
-    yield make
-    for t in started:
-        assert t.stop() == 0
 
 
 def _status(t, **headers) -> dict:

@@ -5,31 +5,18 @@ import asyncio
 import json
 import subprocess
 
-import pytest
 import requests
 from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 
 from tests.support import PYTHON, ROOT, wait_until
-from tests.support.troupe import TroupeHttp, server, write_config
+from tests.support.troupe import server
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
-
-@pytest.fixture
-def http_troupe(tmp_path):
-    started = []
-
-    def make(servers, *args, **serve):
-        t = TroupeHttp(write_config(tmp_path, servers, **serve), *args)
-        started.append(t)
-        return t
-    yield make
-    for t in started:
-        assert t.stop() == 0
 
 
 def _body(resp) -> dict:
