@@ -30,6 +30,22 @@ class ResourceEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Withheld:
+    """A tool or prompt a server lists but clients may not see: its definition changed, or is
+    new, since the operator approved the server (see actors/trust/pinning.py)."""
+
+    name: str  # the qualified name it would have
+    server: str
+    original: str
+    kind: str  # tools | prompts
+
+    def message(self) -> str:
+        what = "tool" if self.kind == "tools" else "prompt"
+        return (f"{what} {self.original!r} of server {self.server} changed or is new since the server was "
+                f"approved, so troupe withholds it; an operator can accept it with `troupe approve {self.server}`")
+
+
+@dataclass(frozen=True, slots=True)
 class Catalogue:
     version: int = 0
     tools: tuple = ()
@@ -42,6 +58,7 @@ class Catalogue:
     servers: tuple = ()
     collisions: tuple = ()  # human-readable lines, for the status report
     tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
+    withheld: Mapping[tuple, Withheld] = field(default_factory=lambda: MappingProxyType({}))  # (kind, name) →
     # Argument validators, compiled on first use and kept for this snapshot's lifetime.
     _validators: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -57,6 +74,12 @@ class Catalogue:
 
     def prompt(self, name: str) -> Entry | None:
         return self.prompt_index.get(name)
+
+    def withheld_tool(self, name: str) -> Withheld | None:
+        return self.withheld.get(("tools", name)) if self.withheld else None
+
+    def withheld_prompt(self, name: str) -> Withheld | None:
+        return self.withheld.get(("prompts", name)) if self.withheld else None
 
     def resource_owner(self, uri: str) -> tuple[str, str] | None:
         """(server, upstream uri) for a URI a client asked for, or None."""
@@ -85,6 +108,7 @@ class ServerLists:
     resources: tuple = ()
     templates: tuple = ()
     prompts: tuple = ()
+    withheld: tuple = ()  # (kind, original name) listed but withheld by pinning
 
 
 def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Catalogue:
@@ -94,6 +118,7 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
     prompt_index: dict[str, Entry] = {}
     resource_index: dict[str, ResourceEntry] = {}
     templates: list[ResourceEntry] = []
+    withheld: dict[tuple, Withheld] = {}
     order = sorted(lists)
     for server in order:
         sl = lists[server]
@@ -109,6 +134,9 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
                 collisions.append(f"resource {uri!r} of {server} shown as {exposed!r} "
                                   f"({resource_index[uri].server} keeps it)")
             resource_index[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({**res, "uri": exposed}))
+        for kind, original in sl.withheld:
+            qualified = naming.qualify(sl.prefix, separator, original)
+            withheld[(kind, qualified)] = Withheld(qualified, server, original, kind)
         for tpl in sl.templates:
             if isinstance(tpl.get("uriTemplate"), str):
                 templates.append(ResourceEntry(tpl["uriTemplate"], server, tpl["uriTemplate"], MappingProxyType(dict(tpl))))
@@ -120,7 +148,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
         resources=tuple(resource_index.values()), templates=tuple(templates),
         tool_index=MappingProxyType(tool_index), prompt_index=MappingProxyType(prompt_index),
         resource_index=MappingProxyType(resource_index), servers=tuple(order),
-        collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in tools))
+        collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in tools),
+        withheld=MappingProxyType(withheld))
 
 
 def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str) -> None:

@@ -72,6 +72,12 @@ class ServerConfig:
     retry_idempotent_tools: bool = False  # retry a tools/call once after a reconnect if the tool says idempotentHint
     policy: PolicySpec = PolicySpec()
     source: str = "config"  # where this server came from (config file, discovery provider…)
+    # Trust (see actors/trust): who put this server here, and what approval covers.
+    provenance: str = "config"  # config | user | project | path | registered
+    identity: str | None = None  # whole launch line or URL; None = computed from stdio/http
+    origin_file: str | None = None  # the file (or store) that defined it, for approvals
+    preapproved: bool | None = None  # the client's own approval (True) or denial (False), if any
+    pin: bool = True  # pin tool and prompt definitions; false trusts whatever the server lists
 
     @property
     def effective_prefix(self) -> str:
@@ -96,6 +102,7 @@ class ServeConfig:
     allowed_hosts: tuple = ()
     startup_wait: float = 10.0
     json_response: bool = False  # Streamable HTTP: answer with JSON even when the client takes SSE
+    client_admin: bool = False  # MCP clients may stop/start/restart/unregister servers (a model is not an operator)
 
     def __repr__(self) -> str:
         return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "
@@ -108,6 +115,7 @@ class Config:
     serve: ServeConfig = ServeConfig()
     discovery: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     path: str | None = None
+    approvals_file: str | None = None  # trust.approvals_file; None = <config dir>/approvals.json
 
     def server(self, name: str) -> ServerConfig | None:
         return next((s for s in self.servers if s.name == name), None)
@@ -163,9 +171,9 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery"}, "")
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust"}, "")
     else:
-        check.unknown_keys(data, {"servers", "serve", "discovery", "store"}, "")
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust"}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -183,9 +191,22 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     if not isinstance(discovery, dict):
         check.fail("discovery", "must be a mapping")
         discovery = {}
+    approvals_file = _trust(data.get("trust"), check, builtins, base)
     if check.problems:
         raise ConfigError(check.problems)
-    return Config(tuple(servers), serve, MappingProxyType(discovery), file)
+    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file)
+
+
+def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:
+    """The `trust:` section: where approvals and tool pins are kept."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        check.fail("trust", "must be a mapping")
+        return None
+    check.unknown_keys(data, {"approvals_file"}, "trust")
+    path = check.typed(data, "approvals_file", "trust", str, None)
+    return str((base / os.path.expanduser(expand(path, builtins))).resolve()) if path else None
 
 
 def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> ServerConfig | None:
@@ -193,7 +214,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         check.fail(path, "must be a mapping with name and transport")
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
-                              "max_in_flight", "restart", "max_message_bytes", "retry_idempotent_tools"}, path)
+                              "max_in_flight", "restart", "max_message_bytes", "retry_idempotent_tools",
+                              "pin"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -239,7 +261,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         timeout=timeout or 30.0, prefix=prefix,
         max_in_flight=check.typed(item, "max_in_flight", path, int, 64), policy=policy,
         max_message_bytes=check.typed(item, "max_message_bytes", path, int, 16 * 1024 * 1024),
-        retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False))
+        retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
+        pin=check.typed(item, "pin", path, bool, True))
 
 
 def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:
@@ -346,7 +369,8 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         check.fail("serve", "must be a mapping")
         return ServeConfig()
     check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
-                              "allowed_origins", "allowed_hosts", "startup_wait", "json_response"}, "serve")
+                              "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
+                              "client_admin"}, "serve")
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
@@ -370,4 +394,5 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         allowed_origins=tuple(check.typed(data, "allowed_origins", "serve", list, []) or ()),
         allowed_hosts=tuple(check.typed(data, "allowed_hosts", "serve", list, []) or ()),
         startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0),
-        json_response=check.typed(data, "json_response", "serve", bool, False))
+        json_response=check.typed(data, "json_response", "serve", bool, False),
+        client_admin=check.typed(data, "client_admin", "serve", bool, False))

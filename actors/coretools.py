@@ -17,7 +17,8 @@ CORE_TOOLS = (
     _tool("core_service_stop", "Stop one MCP server (it stays stopped until started).", _NAME, ("name",),
           read_only=False),
     _tool("core_service_start", "Start a stopped MCP server.", _NAME, ("name",), read_only=False),
-    _tool("core_mcpserver_register", "Register an MCP server with troupe (persisted; survives restarts). "
+    _tool("core_mcpserver_register", "Propose an MCP server to troupe (persisted). It is not started: it waits "
+          "in state pending-approval until the operator runs `troupe approve NAME`. "
           "Give a name plus either command/args/env (stdio) or url/type/headers (http).",
           {"name": {"type": "string"}, "command": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}},
            "env": {"type": "object", "additionalProperties": {"type": "string"}}, "url": {"type": "string"},
@@ -33,6 +34,16 @@ CORE_TOOLS = (
           {"limit": {"type": "integer", "minimum": 1, "maximum": 500}}),
 )
 CORE_NAMES = frozenset(t["name"] for t in CORE_TOOLS)
+# Operator acts a model must not take unless the operator says so (serve.client_admin: true):
+# a client of the MCP endpoint may be steered by a prompt injection.
+ADMIN_TOOLS = frozenset({"core_service_restart", "core_service_stop", "core_service_start",
+                         "core_mcpserver_unregister"})
+CLIENT_TOOLS = tuple(t for t in CORE_TOOLS if t["name"] not in ADMIN_TOOLS)
+
+
+def listed(client_admin: bool) -> tuple:
+    """The core tools an MCP client sees."""
+    return CORE_TOOLS if client_admin else CLIENT_TOOLS
 
 
 def _name(args: dict) -> str:
@@ -59,6 +70,14 @@ def _control(action: str) -> Callable:
     return run
 
 
+def _register(runtime, args) -> dict:
+    entry = runtime.register_server(dict(args))
+    name = entry.get("name", args.get("name")) if isinstance(entry, dict) else args.get("name")
+    return {"registered": entry, "state": "pending-approval",
+            "next": f"nothing runs until the operator approves it: `troupe approve {name}` "
+                    f"(or the dashboard); `troupe approvals` lists what waits"}
+
+
 def _events(runtime, args):
     limit = args.get("limit", 50)
     if not isinstance(limit, int) or not 1 <= limit <= 500:
@@ -75,7 +94,7 @@ HANDLERS: dict[str, Callable[[Any, dict], Any]] = {
     "core_service_restart": _control("restart"),
     "core_service_stop": _control("stop"),
     "core_service_start": _control("start"),
-    "core_mcpserver_register": lambda runtime, args: runtime.register_server(dict(args)),
+    "core_mcpserver_register": lambda runtime, args: _register(runtime, args),
     "core_mcpserver_unregister": lambda runtime, args: {"removed": runtime.unregister_server(_name(args))},
     "core_discovery_run": lambda runtime, args: runtime.discovery_run(),
     "core_health_check": lambda runtime, args: runtime.health_check(args.get("name")),
@@ -85,6 +104,10 @@ HANDLERS: dict[str, Callable[[Any, dict], Any]] = {
 
 def run(name: str, args: dict, runtime) -> dict:
     """Blocking: call from a greenlet, never from an actor's own greenlet."""
+    if name in ADMIN_TOOLS and not runtime.config.serve.client_admin:
+        return text_result(f"{name} is off for MCP clients: stopping, starting and removing servers is an "
+                           f"operator act (the dashboard, `troupe` commands), unless the operator sets "
+                           f"serve.client_admin: true", is_error=True)
     try:
         return text_result(HANDLERS[name](runtime, args))
     except MetaError as exc:

@@ -13,8 +13,11 @@ import gevent.event
 import gevent.pool
 from loguru import logger
 
+from .trust.provenance import PENDING as PENDING_APPROVAL, REGISTERED
+
 REQUIRED_PATCHES = ("threading", "queue", "socket")
 PATCH_HINT = "from gevent import monkey; monkey.patch_all()"
+
 SOURCE = "embedded"  # the supervisor's source label for servers registered through a handle
 TIMEOUT_MARGIN = 5.0  # over the server's own timeout: the server's timeout answers first, this is a net
 DEFAULT_SERVER_TIMEOUT = 30.0  # when the owning server is not known (yet)
@@ -285,9 +288,11 @@ class Troupe:
                         headers: dict | None = None, type: str | None = None, wait: bool = True) -> dict:
         """Add a server at runtime (stdio `command` or HTTP `url`); returns its status entry.
 
-        With discovery on this is a passive registration (persisted in its store); without it
-        the server lives as long as this handle. `wait` waits, at most serve.startup_wait, until
-        it is ready (its tools in the catalogue) or has failed.
+        A registration is `registered` provenance: it waits in state `pending-approval`, never
+        executed, until `approve(name)` (or `troupe approve NAME`). With discovery on it is a
+        passive registration (persisted in its store); without it the server lives as long as
+        this handle. `wait` waits, at most serve.startup_wait, until it is ready (its tools in
+        the catalogue), has failed, or waits for approval.
         """
         spec: dict[str, Any] = {}
         if command is not None:
@@ -313,9 +318,25 @@ class Troupe:
         if self.runtime.config.server(name) is not None:
             raise ValueError(f"name {name!r} is used by a server in the main config")
         server = config_mod.from_data({"mcpServers": {name: spec}}).servers[0]
-        self._registered[name] = replace(server, source=SOURCE)
+        self._registered[name] = replace(server, source=SOURCE, provenance=REGISTERED, origin_file="embed")
         # ApplyServers reconciles every server of a source: send the whole set each time.
         self.runtime.apply_servers(tuple(self._registered.values()), source=SOURCE)
+
+    def approve(self, name: str, *, wait: bool = True) -> dict:
+        """The operator's approval of one server: its exact launch line, and its current tool
+        and prompt definitions. Returns its status entry (after it settles, with `wait`)."""
+        self.runtime.decide(name, "approved")
+        if wait:
+            self._wait_settled(name, self.runtime.config.serve.startup_wait, approved=True)
+        return self._server_status(name)
+
+    def deny(self, name: str) -> dict:
+        """The operator's denial: the server is stopped if running and never started again."""
+        return self.runtime.decide(name, "denied")
+
+    def approvals(self) -> list[dict]:
+        """What waits for approval: servers and withheld tool or prompt definitions (with diffs)."""
+        return self.runtime.approvals()
 
     def unregister_server(self, name: str) -> bool:
         """Stop and forget a server added with register_server; False if it was not one."""
@@ -326,11 +347,13 @@ class Troupe:
         self.runtime.apply_servers(tuple(self._registered.values()), source=SOURCE)
         return True
 
-    def _wait_settled(self, name: str, timeout: float) -> None:
+    def _wait_settled(self, name: str, timeout: float, approved: bool = False) -> None:
         deadline = time.monotonic() + timeout
+        # just approved: the supervisor hears of it a moment later, so "pending" is not settled yet
+        unsettled = ("starting", PENDING_APPROVAL) if approved else ("starting",)
         while time.monotonic() < deadline:
             child = self.runtime.directory.get(name)
-            if child is not None and child.settled and child.state != "starting":
+            if child is not None and child.settled and child.state not in unsettled:
                 # The registry publishes the lists a moment after the supervisor hears "ready".
                 if not child.callable or not any(child.counts) or name in self.runtime.catalogue().servers:
                     return

@@ -140,3 +140,31 @@ class ConfigReloaded(Event):
     added: tuple = ()
     removed: tuple = ()
     changed: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAwaited(Event):
+    """A server was seen that may not run until an operator approves it (never executed yet)."""
+
+    server: str
+    provenance: str
+    file: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided(Event):
+    """An operator approved or denied a server (its exact launch line or URL)."""
+
+    server: str
+    decision: str  # approved | denied
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinitionChanged(Event):
+    """A server listed a tool or prompt that differs from its pin, or a new one; it is withheld."""
+
+    server: str
+    item: str  # the tool's or prompt's name as the server lists it
+    listing: str  # tools | prompts
+    change: str  # changed | new
+    diff: str  # unified diff of the pinned definition against the listed one

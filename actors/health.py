@@ -17,6 +17,7 @@ from .config import ServerConfig
 from .discovery.messages import CheckHealth, GetHealth, SetServices, fail, resolve
 from .discovery.probe import probe as default_probe
 from .events import HealthChanged
+from .trust import provenance as trust
 
 __all__ = ["HealthChecker", "CheckHealth", "GetHealth", "SetServices"]
 
@@ -63,8 +64,11 @@ class HealthChecker(pykka.ThreadingActor):
     def __init__(self, bus: BusClient, *, interval: float = DEFAULT_INTERVAL, timeout: float = DEFAULT_TIMEOUT,
                  concurrency: int = DEFAULT_CONCURRENCY, is_connected: Callable[[str], bool] | None = None,
                  first_check_delay: float = FIRST_CHECK_DELAY, probe: Callable | None = None,
-                 scheduled: Callable[[ServerConfig], bool] | None = None) -> None:
+                 scheduled: Callable[[ServerConfig], bool] | None = None,
+                 allowed: Callable[[ServerConfig], bool] | None = None) -> None:
         super().__init__()
+        # The trust gate, checked again right before each launch: a probe runs the server.
+        self._allowed = allowed or (lambda config: trust.verdict(config, {}) == trust.ALLOWED)
         self._bus = bus
         self._interval = interval
         self._timeout = timeout
@@ -188,6 +192,14 @@ class HealthChecker(pykka.ThreadingActor):
         # and a finished probe's greenlet still holds its slot while it tells us the result
         while self._queue and self._running < self._concurrency:
             name = self._queue.popleft()
+            if not self._allowed(self._configs[name]):
+                # unknown, not unhealthy: nothing was run, so nothing is known about it
+                self._health[name] = {"healthy": None, "checked_at": None, "tools": 0,
+                                      "detail": f"not probed: {self._configs[name].provenance} server, not approved"}
+                for req in self._requests:
+                    req.remaining.discard(name)
+                self._answer_done()
+                continue
             gen = next(self._generations)
             self._in_flight[name] = gen
             self._running += 1

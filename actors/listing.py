@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .messages import ConnectionCounts, ConnectionReady, PublishServer, UpstreamError
 from .protocol import jsonrpc, mcp
+from .trust.provenance import identity_key as trust_identity
 
 MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
 
@@ -64,7 +65,7 @@ class Listing:
         self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
                                          lists.get("tools", ()), lists.get("resources", ()),
                                          lists.get("templates", ()), lists.get("prompts", ()),
-                                         self.capabilities))
+                                         self.capabilities, trust_identity(self.config), self.config.pin))
         counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
         if not self._ready:
             self._ready = True

@@ -14,11 +14,13 @@ from loguru import logger  # noqa: E402
 from . import __version__, config as config_mod, logs  # noqa: E402
 
 COMMANDS = ("serve", "status", "check", "discover")
+TRUST_COMMANDS = ("approvals", "approve", "deny")
 
 
 def _serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="troupe", description="troupe: one MCP endpoint for all your MCP servers.",
-                                epilog="Other commands: troupe status | check CONFIG | discover  (each has --help)")
+                                epilog="Other commands: troupe status | check CONFIG | discover | approvals | approve NAME | "
+                                       "deny NAME  (each has --help)")
     p.add_argument("--config", help="YAML config or a Claude-style mcpServers JSON file (default: embedded)")
     p.add_argument("--transport", choices=config_mod.SERVE_TRANSPORTS, help="serve over stdio or http")
     p.add_argument("--mode", choices=config_mod.MODES, help="meta: meta-tools only; flat: every tool")
@@ -88,6 +90,10 @@ def cli(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in COMMANDS else "serve"
     if argv and argv[0] in COMMANDS:
         argv = argv[1:]
+    if argv and argv[0] in TRUST_COMMANDS:
+        from .trust import cli as trust_cli
+        logs.setup("WARNING", False)
+        return trust_cli.run(argv[0], argv[1:])
     if command == "serve":
         return serve(argv)
     from . import commands

@@ -164,6 +164,8 @@ class PublishServer:
     templates: tuple = ()
     prompts: tuple = ()
     capabilities: Any = None
+    identity: str = ""  # the server's launch line or URL: what its pins are keyed by
+    pin: bool = True  # screen tools and prompts against their pins (ServerConfig.pin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,3 +273,23 @@ class StatusReport:
                 "discovery": self.discovery, "health": self.health}
 
 
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeLaunch:
+    """What an approval of `server` would cover. Reply: LaunchFacts, or KeyError for an unknown name."""
+
+    server: str
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFacts:
+    """Reply to DescribeLaunch: the identity (unredacted, stays in process) and what may be shown."""
+
+    server: str
+    identity: str
+    provenance: str
+    verdict: str  # allowed | pending-approval | denied
+    shown: str  # the launch line or URL with secrets redacted
+    file: str | None

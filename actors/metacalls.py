@@ -26,6 +26,9 @@ class MetaCalls:
                 if not isinstance(inner, dict):
                     raise metatools.MetaError(f"'arguments' for {target} must be an object")
                 entry = cat.tool(target)
+                held = cat.withheld_tool(target) if entry is None else None
+                if held is not None:
+                    raise metatools.MetaError(held.message())
                 if entry is None and self._starting_up():
                     self._defer(msg, sink)  # its server may still be starting
                     return
@@ -41,13 +44,16 @@ class MetaCalls:
             elif name == "get_prompt":
                 pname = metatools._required_str(args, "name")
                 entry = cat.prompt(pname)
+                held = cat.withheld_prompt(pname) if entry is None else None
+                if held is not None:
+                    raise metatools.MetaError(held.message())
                 if entry is None:
                     raise metatools.MetaError(f"unknown prompt {pname!r}; use list_prompts to find names")
                 pargs = args.get("arguments") or {}
                 self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, coretools.CORE_TOOLS)))
+                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, coretools.listed(self.rt.config.serve.client_admin))))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 

@@ -1,6 +1,8 @@
 """Registry actor: the only writer of the catalogue; publishes immutable snapshots."""
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import gevent
 import pykka
 from loguru import logger
@@ -10,6 +12,9 @@ from .bus import BusClient
 from .catalogue import Catalogue, ServerLists
 from .events import ToolsChanged
 from .messages import DropServer, PublishServer
+from .trust.keeper import TrustBox
+from .trust.messages import PinFirstSight, ReportWithheld, TrustChanged
+from .trust.pinning import screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
 
@@ -26,9 +31,22 @@ class _Flush:
 
 
 class Registry(pykka.ThreadingActor):
-    def __init__(self, box: CatalogueBox, bus: BusClient, separator: str = "__") -> None:
+    """The only writer of the catalogue.
+
+    Receives PublishServer (a connection's full lists), DropServer and TrustChanged.
+    Screens each server's tools and prompts against their pins (a changed or new
+    definition is withheld, not shown), builds a new immutable Catalogue into the box
+    at once, and debounces the ToolsChanged notice to the bus. Tells the TrustKeeper
+    what to pin on first sight and what it withholds.
+    """
+
+    def __init__(self, box: CatalogueBox, bus: BusClient, separator: str = "__", *,
+                 trust_box: TrustBox | None = None, keeper: pykka.ActorRef | None = None) -> None:
         super().__init__()
         self.box, self.bus, self.separator = box, bus, separator
+        self.trust, self.keeper = trust_box or TrustBox(), keeper
+        self._published: dict[str, PublishServer] = {}  # as listed, before screening
+        self._first_sight: dict[str, object] = {}  # identity → pins told to the keeper, until its snapshot has them
         self._lists: dict[str, ServerLists] = {}
         self._changed: set[str] = set()
         self._flush_timer: gevent.Greenlet | None = None
@@ -36,12 +54,15 @@ class Registry(pykka.ThreadingActor):
     def on_receive(self, message):
         match message:
             case PublishServer():
-                new = ServerLists(message.server, message.prefix, tuple(message.tools),
-                                  tuple(message.resources), tuple(message.templates), tuple(message.prompts))
-                old = self._lists.get(message.server)
-                self._lists[message.server] = new
-                self._mark(_diff(old, new))
+                self._published[message.server] = message
+                self._mark(self._screen(message, report=True))
+            case TrustChanged():
+                changed: set[str] = set()
+                for published in list(self._published.values()):
+                    changed |= self._screen(published, report=False)
+                self._mark(changed)
             case DropServer(server=server):
+                self._published.pop(server, None)
                 old = self._lists.pop(server, None)
                 if old is not None:
                     self._mark(_diff(old, ServerLists(server, old.prefix)))
@@ -50,6 +71,36 @@ class Registry(pykka.ThreadingActor):
                 self._rebuild()
             case _:
                 logger.warning("registry: unknown message {!r}", message)
+
+    def _screen(self, msg: PublishServer, report: bool) -> set[str]:
+        """Rebuild one server's ServerLists from its listing and its pins; returns what changed."""
+        snapshot = self.trust.current
+        pinned = snapshot.pins.get(msg.identity)
+        if pinned is not None:
+            self._first_sight.pop(msg.identity, None)
+        else:
+            pinned = self._first_sight.get(msg.identity)  # told, not yet in a snapshot
+        result = screen({"tools": msg.tools, "prompts": msg.prompts}, pinned, msg.pin and bool(msg.identity))
+        if result.first_sight is not None and self.keeper is not None:
+            from .trust.ledger import Pinned
+            self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
+                                                       for k in ("tools", "prompts")))
+            self._tell_keeper(PinFirstSight(msg.identity, msg.server, result.first_sight))
+        elif report and msg.pin and msg.identity and (result.withheld_count
+                                                      or msg.identity in snapshot.withheld):
+            self._tell_keeper(ReportWithheld(msg.identity, msg.server, result.withheld))
+        new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
+                          tuple(msg.templates), result.shown["prompts"],
+                          withheld=tuple((kind, name) for kind, items in result.withheld.items() for name in items))
+        old = self._lists.get(msg.server)
+        self._lists[msg.server] = new
+        return _diff(old, new)
+
+    def _tell_keeper(self, message) -> None:
+        try:
+            self.keeper.tell(message)
+        except pykka.ActorDeadError:
+            logger.warning("registry: the trust keeper has stopped; {} not recorded", type(message).__name__)
 
     def _mark(self, lists: set[str]) -> None:
         if not lists:
@@ -79,7 +130,7 @@ class Registry(pykka.ThreadingActor):
 def _diff(old: ServerLists | None, new: ServerLists) -> set[str]:
     old = old or ServerLists(new.server, new.prefix)
     changed = set()
-    if old.tools != new.tools or old.prefix != new.prefix:
+    if old.tools != new.tools or old.prefix != new.prefix or old.withheld != new.withheld:
         changed.add("tools")
     if old.resources != new.resources or old.templates != new.templates:
         changed.add("resources")

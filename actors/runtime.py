@@ -1,6 +1,7 @@
 """Runtime: starts troupe's actors in order, stops them in reverse, and is the edge API."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -15,7 +16,10 @@ from .config import Config, ServerConfig
 from .messages import ApplyServers, ControlServer, GetStatus
 from .policy import Policy
 from .registry import CatalogueBox, Registry
-from .supervisor import CALLABLE_STATES, BACKOFF, FAILED, Supervisor, SetUrl
+from .supervisor import CALLABLE_STATES, BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
+from .trust import ledger
+from .trust.keeper import TrustBox, TrustKeeper
+from .trust.messages import Decide, WatchTrust
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
@@ -36,7 +40,11 @@ class Runtime:
         self._discovery_wanted = discovery
         self._home, self._project_root = home, project_root
         self.bus: BusClient | None = None
-        self.registry = self.supervisor = self.discovery = self.health = None
+        self.registry = self.supervisor = self.discovery = self.health = self.keeper = None
+        self.trust = TrustBox()
+        home_dir = home or config.discovery.get("home")
+        self.approvals_path = config.approvals_file or ledger.default_path(
+            os.path.expanduser(home_dir) if home_dir else None)
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         # Settings every connection follows: upstream log level, the client capabilities
@@ -53,10 +61,15 @@ class Runtime:
         if self.bus is not None:
             return self  # already started
         self.bus = BusClient(EventBus.start())
-        self.registry = Registry.start(self.box, self.bus, self.config.serve.separator)
+        # The keeper loads the approvals before anything could launch, so the gate never guesses.
+        self.keeper = TrustKeeper.start(self.approvals_path, self.trust, self.bus)
+        self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
+                                       trust_box=self.trust, keeper=self.keeper)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=self.directory,
-                                           settled=self.settled, shared=self.shared)
+                                           settled=self.settled, shared=self.shared, trust_box=self.trust)
+        for ref in (self.registry, self.supervisor):
+            self.keeper.tell(WatchTrust(ref))
         if self._discovery_enabled():
             self._start_discovery()
         return self
@@ -91,7 +104,8 @@ class Runtime:
 
         self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,
-                                      is_connected=is_connected)
+                                      is_connected=is_connected, trust_box=self.trust)
+        self.keeper.tell(WatchTrust(self.discovery))
 
     def stop(self) -> None:
         """Reverse start order, each stop in parallel where it can be; bounded."""
@@ -99,7 +113,7 @@ class Runtime:
             return
         self._stopped = True
         deadline = time.monotonic() + STOP_DEADLINE
-        for ref in (*self.sessions.values(), self.discovery, self.supervisor, self.registry,
+        for ref in (*self.sessions.values(), self.discovery, self.supervisor, self.registry, self.keeper,
                     self.bus.ref if self.bus else None):
             if ref is None:
                 continue
@@ -175,17 +189,12 @@ class Runtime:
         from .messages import ServerRequest, UpstreamError
         from .protocol import jsonrpc
         assert isinstance(request, ServerRequest)
+        # Only the client whose call triggered it: a server may not reach clients that never called it.
         ref = self.sessions.get(origin) if origin is not None else None
         if ref is None:
-            need = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
-                    "roots/list": "roots"}.get(request.method)
-            for key in reversed(list(self.sessions)):
-                if need in self.session_caps.get(key, {}):
-                    ref = self.sessions[key]
-                    break
-        if ref is None:
-            request.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND,
-                                           f"no connected client can answer {request.method}"))
+            why = "it was not sent while a client's request to this server was in progress" if origin is None \
+                else "the client whose call triggered it has gone"
+            request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: {why}"))
             return None
         try:
             ref.tell(request)
@@ -277,8 +286,44 @@ class Runtime:
         from .discovery.messages import CheckHealth
         return self._discovery_ask(lambda f: CheckHealth(name, f))
 
+    # ---------------------------------------------------------------- trust (operator acts only)
+
+    def decide(self, name: str, decision: str) -> dict:
+        """Approve or deny one server by name: covers its exact launch line and, for an
+        approval, every withheld tool and prompt definition. Never reachable from MCP."""
+        from .messages import DescribeLaunch
+        facts = self._ask(self.supervisor, lambda f: DescribeLaunch(name, f))
+        entry = self._ask(self.keeper, lambda f: Decide(facts.identity, name, decision, facts.provenance,
+                                                        facts.shown, f))
+        return {"server": name, "decision": decision, "provenance": facts.provenance, "launch": facts.shown,
+                "file": facts.file, "pinned": bool(entry.get("pinned"))}
+
+    def approvals(self) -> list[dict]:
+        """What waits for an operator: unapproved servers and withheld definitions."""
+        return waiting(self.status()["servers"], self.trust.current)
+
     def wait_settled(self, timeout: float) -> bool:
         return self.settled.wait(timeout=timeout)
+
+
+def waiting(servers, snapshot) -> list[dict]:
+    """Rows for `troupe approvals` and the dashboard, from a status report's servers and a trust snapshot."""
+    rows = []
+    by_name = {}
+    for s in servers:
+        if s.get("state") == PENDING_APPROVAL:
+            rows.append({"name": s["name"], "what": "server", "provenance": s.get("provenance"),
+                         "file": s.get("origin_file"), "launch": s.get("shown_launch") or s.get("launch")})
+        by_name[s["name"]] = s
+    for held in snapshot.withheld.values():
+        name = held.get("name")
+        if name not in by_name:
+            continue  # a server this troupe does not run (another config's): not ours to show
+        for kind in ("tools", "prompts"):
+            for item, change in sorted((held.get(kind) or {}).items()):
+                rows.append({"name": name, "what": kind[:-1], "item": item, "change": change.get("kind"),
+                             "diff": change.get("diff"), "provenance": by_name[name].get("provenance")})
+    return rows
 
 
 def _plain(value):

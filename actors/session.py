@@ -238,7 +238,7 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         cat = self.rt.catalogue()
         self._served_version["tools"] = cat.version
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        self._paged(rid, params, sink, tools + list(coretools.CORE_TOOLS), "tools", cat.version)
+        self._paged(rid, params, sink, tools + list(coretools.listed(self.rt.config.serve.client_admin)), "tools", cat.version)
 
     def _paged(self, rid, params, sink, items, key, version) -> None:
         try:
@@ -280,6 +280,10 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             self._meta(rid, name, args, params, sink, cat, msg)
             return
         entry = cat.tool(name) if self.mode == "flat" else None
+        held = cat.withheld_tool(name) if entry is None and self.mode == "flat" else None
+        if held is not None:  # never passed through: the changed definition is exactly what waits
+            sink(jsonrpc.result(rid, metatools.text_result(held.message(), is_error=True)))
+            return
         if entry is None and self._starting_up():
             self._defer(msg, sink)  # its server may still be starting
             return
@@ -366,7 +370,12 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
 
     def _prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")
-        entry = self.rt.catalogue().prompt(name) if isinstance(name, str) else None
+        cat = self.rt.catalogue()
+        entry = cat.prompt(name) if isinstance(name, str) else None
+        held = cat.withheld_prompt(name) if entry is None and isinstance(name, str) else None
+        if held is not None:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, held.message()))
+            return
         if entry is None and isinstance(name, str) and (bare := self.rt.passthrough_server()) is not None:
             self._forward(rid, bare, "prompts/get", params, sink, passthrough())
             return

@@ -19,8 +19,14 @@ from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, Conne
                        ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
 from .policy import TEMPORARY, ChildSpec, Policy
 from .stats import ServerStats
+from .events import ApprovalAwaited
+from .messages import DescribeLaunch, LaunchFacts
+from .trust import provenance as trust
+from .trust.keeper import TrustBox
+from .trust.messages import TrustChanged
 
 STARTING, READY, DEGRADED, BACKOFF, FAILED, STOPPED = "starting", "ready", "degraded", "backoff", "failed", "stopped"
+PENDING_APPROVAL, DENIED = trust.PENDING, trust.DENIED  # never executed until an operator approves
 CALLABLE_STATES = (READY, DEGRADED)
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
 
@@ -60,8 +66,10 @@ class Supervisor(pykka.ThreadingActor):
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
                  directory: dict | None = None, settled: gevent.event.Event | None = None,
-                 shared: dict | None = None) -> None:
+                 shared: dict | None = None, trust_box: TrustBox | None = None) -> None:
         super().__init__()
+        # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
+        self.trust = trust_box or TrustBox()
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
         self.transport_factory = transport_factory
         self.client_capabilities = client_capabilities
@@ -122,6 +130,14 @@ class Supervisor(pykka.ThreadingActor):
                 self._apply(message)
             case SetUrl(url=url):
                 self.url = url
+            case TrustChanged():
+                self._trust_changed()
+            case DescribeLaunch(server=name, reply=reply):
+                child = self.children.get(name)
+                if child is None:
+                    _fail(reply, KeyError(f"unknown server {name!r}"))
+                else:
+                    reply.set(self._launch_facts(child))
             case _:
                 logger.warning("supervisor: unknown message {!r}", message)
 
@@ -130,7 +146,9 @@ class Supervisor(pykka.ThreadingActor):
     def _add(self, config: ServerConfig) -> Child:
         child = Child(ChildSpec(config.name, config), self.policy.overridden(config))
         self.children[config.name] = child
-        if not config.enabled:
+        if self._verdict(child) != trust.ALLOWED:
+            self._gate(child)
+        elif not config.enabled:
             child.reason, child.settled = "disabled in config", True
         elif not config.auto_start:
             child.reason, child.settled = "auto_start is off", True
@@ -138,7 +156,48 @@ class Supervisor(pykka.ThreadingActor):
             self._spawn(child)
         return child
 
+    def _verdict(self, child: Child) -> str:
+        return trust.verdict(child.config, self.trust.current.decisions)
+
+    def _gate(self, child: Child) -> bool:
+        """The one place a launch is decided: nothing unapproved is ever executed."""
+        verdict = self._verdict(child)
+        if verdict == trust.ALLOWED:
+            return True
+        self._cancel_timer(child)
+        child.settled = True
+        if verdict == DENIED:
+            self._set_state(child, DENIED, "denied by the operator" if child.config.preapproved is not False
+                            else "denied in the client's own settings")
+        else:
+            if child.state != PENDING_APPROVAL:
+                self.bus.publish(ApprovalAwaited(child.config.name, child.config.provenance,
+                                                 child.config.origin_file or ""))
+            self._set_state(child, PENDING_APPROVAL,
+                            f"{child.config.provenance} server; run `{trust.approve_hint(child.config.name)}`")
+        return False
+
+    def _trust_changed(self) -> None:
+        """Start what was just approved; stop what was just denied."""
+        for child in list(self.children.values()):
+            verdict = self._verdict(child)
+            if child.state in (PENDING_APPROVAL, DENIED) and verdict == trust.ALLOWED:
+                self._set_state(child, STOPPED, "approved")
+                if child.config.enabled and child.config.auto_start:
+                    self._spawn(child)
+            elif verdict != trust.ALLOWED and child.state not in (PENDING_APPROVAL, DENIED):
+                self._stop_child(child, "approval withdrawn")
+                self._gate(child)
+        self._check_settled()
+
+    def _launch_facts(self, child: Child) -> LaunchFacts:
+        config = child.config
+        return LaunchFacts(config.name, trust.identity_key(config), config.provenance, self._verdict(child),
+                           trust.shown_launch(config), config.origin_file)
+
     def _spawn(self, child: Child) -> None:
+        if not self._gate(child):
+            return
         child.generation += 1
         self._set_state(child, STARTING, "connecting")
         child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry, child.stats,
@@ -245,6 +304,10 @@ class Supervisor(pykka.ThreadingActor):
             _fail(msg.reply, KeyError(f"unknown server {msg.server!r}"))
             return
         action = msg.action
+        if action in ("restart", "start", "enable") and self._verdict(child) != trust.ALLOWED:
+            _fail(msg.reply, PermissionError(f"{msg.server} is {self._verdict(child)}: only an operator can "
+                                             f"approve it (`{trust.approve_hint(msg.server)}`)"))
+            return
         if action in ("restart", "start", "enable"):
             if action == "enable" or not child.config.enabled:
                 from dataclasses import replace
@@ -269,7 +332,8 @@ class Supervisor(pykka.ThreadingActor):
         wanted = {s.name: s for s in msg.servers}
         added, removed, changed = [], [], []
         for name, child in list(self.children.items()):
-            if child.config.source != msg.source:
+            # "discovery" owns every "discovery:<provider>" server: an edit or removal reaches them
+            if child.config.source.split(":", 1)[0] != msg.source:
                 continue
             if name not in wanted:
                 self._stop_child(child, "removed from " + msg.source, forget=True)
@@ -294,13 +358,15 @@ class Supervisor(pykka.ThreadingActor):
         config = child.config
         tools, resources, prompts = child.counts
         out = {"name": config.name, "state": child.state, "since": child.since, "reason": child.reason,
-               "transport": config.transport, "source": config.source, "enabled": config.enabled,
+               "transport": config.transport, "source": config.source, "provenance": config.provenance,
+               "origin_file": config.origin_file, "enabled": config.enabled,
                "auto_start": config.auto_start, "restarts": child.restarts,
                "last_error": child.reason if child.state in (BACKOFF, FAILED, DEGRADED) else None,
                "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
                "prompts": prompts if child.callable else 0, "in_flight": child.stats.in_flight,
                "pid": None, "url": config.http.url if config.http else None,
-               "launch": config.launch_facts(), "server_info": child.server_info}
+               "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
+               "server_info": child.server_info}
         if child.callable and child.endpoint:
             out["pid"] = child.endpoint.get("pid")
         out.update(child.stats.summary())

@@ -29,6 +29,9 @@ from .settings import PATH_PROVIDER, DiscoverySettings, parse
 from .sources import locations
 from .store import open_store
 from .watcher import watch
+from ..trust import provenance as trust
+from ..trust.keeper import TrustBox
+from ..trust.messages import TrustChanged
 
 STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
 
@@ -93,8 +96,10 @@ class DiscoveryEngine(pykka.ThreadingActor):
     def __init__(self, settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
                  *, home: str | None = None, project_root: str | None = None, reserved_names=frozenset(),
                  health: pykka.ActorRef | None = None, is_connected: Callable[[str], bool] | None = None,
-                 run_at_start: bool = True) -> None:
+                 run_at_start: bool = True, trust_box: TrustBox | None = None) -> None:
         super().__init__()
+        # Read-only (the TrustKeeper owns it): a server that may not run is never health-probed.
+        self._trust = trust_box or TrustBox()
         # Bad settings and an unopenable store fail here, in the caller of start().
         self.settings: DiscoverySettings = parse(settings, home=home, project_root=project_root)
         self._bus, self._on_services = bus, on_services
@@ -169,7 +174,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
                 self._bus, interval=s.health.interval, timeout=s.health.timeout,
                 concurrency=s.health.concurrency, is_connected=self._is_connected,
                 first_check_delay=s.health.first_check_delay,
-                scheduled=(lambda config: not config.auto_start) if unknown else None)
+                scheduled=(lambda config: not config.auto_start) if unknown else None, allowed=self._may_run)
         if self._run_at_start:
             self._request_cycle(None)  # asynchronous: on_start never waits for providers
 
@@ -228,6 +233,8 @@ class DiscoveryEngine(pykka.ThreadingActor):
             case HealthChanged(service=name, healthy=healthy):
                 if name in self._named:
                     self._health[name] = healthy
+            case TrustChanged():
+                self._tell_health()
             case _:
                 logger.warning("discovery: unknown message {!r}", message)
 
@@ -319,13 +326,22 @@ class DiscoveryEngine(pykka.ThreadingActor):
                 self._on_services(change)
             except Exception:  # the owner's trouble must not stop discovery
                 logger.exception("discovery: on_services failed")
-        if self._health_ref is not None:
-            # a server the user disabled in their client is never launched, not even to probe it
-            configs = tuple(svc.config(n) for n, svc in sorted(named.items()) if svc.best.config.enabled)
-            try:
-                self._health_ref.tell(SetServices(configs))
-            except pykka.ActorDeadError:
-                pass
+        self._tell_health()
+
+    def _may_run(self, config) -> bool:
+        return trust.verdict(config, self._trust.current.decisions) == trust.ALLOWED
+
+    def _tell_health(self) -> None:
+        if self._health_ref is None:
+            return
+        # A server the user disabled in their client, or one that waits for approval, is
+        # never launched, not even to probe it.
+        configs = tuple(cfg for cfg in (svc.config(n) for n, svc in sorted(self._named.items()))
+                        if cfg.enabled and self._may_run(cfg))
+        try:
+            self._health_ref.tell(SetServices(configs))
+        except pykka.ActorDeadError:
+            pass
 
     # ---------------------------------------------------------------- registration
 

@@ -7,11 +7,25 @@ from typing import Iterable, Mapping
 from ..config import ServerConfig
 from .identity import redact_identity, redact_url, sanitise_name, unique_name
 from .messages import ServiceRecord
+from ..trust import provenance as trust
 
 # Tie-break between equally confident records, so merges are deterministic.
 PROVIDER_ORDER = ("registered", "troupe", "claude_code", "claude_desktop", "cursor", "vscode",
                   "windsurf", "path")
 REGISTERED = "registered"
+PATH_PROVIDER = "path"
+# Most trusted first: the same launch line in a user's own client file needs no approval,
+# wherever else it is also listed.
+PROVENANCE_ORDER = (trust.USER, trust.PROJECT, trust.REGISTERED, trust.PATH)
+
+
+def provenance_of(record: ServiceRecord) -> str:
+    """Who put this record's server here: the user, a project's files, the PATH probe, a registration."""
+    if record.provider == REGISTERED:
+        return trust.REGISTERED
+    if record.provider == PATH_PROVIDER:
+        return trust.PATH
+    return trust.PROJECT if "scope:project" in record.tags else trust.USER
 
 
 def _rank(record: ServiceRecord) -> tuple:
@@ -47,9 +61,20 @@ class Service:
         # A server some trusted source asks for is connected, even if PATH found it too.
         return any(r.auto_connect for r in self.records)
 
+    @property
+    def provenance(self) -> str:
+        return min((provenance_of(r) for r in self.records), key=PROVENANCE_ORDER.index)
+
+    @property
+    def preapproved(self) -> bool | None:
+        """A client's own verdict on this launch line: any denial wins, then any approval."""
+        verdicts = {r.config.preapproved for r in self.records}
+        return False if False in verdicts else True if True in verdicts else None
+
     def config(self, name: str) -> ServerConfig:
         return replace(self.best.config, name=name, source=f"discovery:{self.best.provider}",
-                       auto_start=self.auto_connect)
+                       auto_start=self.auto_connect, provenance=self.provenance, identity=self.identity,
+                       origin_file=self.best.file, preapproved=self.preapproved)
 
 
 def merge(records: Iterable[ServiceRecord]) -> list[Service]:
@@ -103,6 +128,8 @@ def summary(name: str, svc: Service, healthy: bool | None = None) -> dict:
         "auto_connect": svc.auto_connect,
         "enabled": cfg.enabled,
         "registered": svc.registered is not None,
+        "provenance": svc.provenance,
+        "preapproved": svc.preapproved,
     }
     if cfg.stdio is not None:
         out.update(command=cfg.stdio.command, args=list(cfg.stdio.args), env_names=sorted(cfg.stdio.env),

@@ -37,6 +37,7 @@ class Location:
     scope: str  # user | project
     fmt: str  # mcpServers | vscode | claude_json
     project: str | None = None  # project directory: default cwd for its servers
+    current: str | None = None  # ~/.claude.json: the project troupe runs in (other projects are ignored)
 
     @property
     def confidence(self) -> float:
@@ -73,7 +74,8 @@ def locations(home: str | os.PathLike, project_root: str | os.PathLike | None,
     proj = Path(project_root) if project_root else None
     out = [Location("claude_desktop", d / "claude_desktop_config.json", "user", MCP_SERVERS)
            for d in claude_desktop_dirs(home, appdata)]
-    out += [Location("claude_code", home / ".claude.json", "user", "claude_json"),
+    current = str(proj) if proj is not None else None
+    out += [Location("claude_code", home / ".claude.json", "user", "claude_json", current=current),
             Location("claude_code", home / ".claude" / "settings.json", "user", MCP_SERVERS),
             Location("cursor", home / ".cursor" / "mcp.json", "user", MCP_SERVERS),
             Location("vscode", home / ".config" / "Code" / "User" / "mcp.json", "user", VSCODE_SERVERS),
@@ -139,12 +141,59 @@ def entries(loc: Location, data: Any) -> Iterator[Entry]:
     key = VSCODE_SERVERS if loc.fmt == VSCODE_SERVERS else MCP_SERVERS
     yield from _section(data.get(key), key, base, loc.project)
     if loc.fmt == "claude_json":
-        projects = data.get("projects")
-        if isinstance(projects, dict):
-            for proj, body in projects.items():
-                if isinstance(body, dict):
-                    tags = frozenset({loc.provider, "scope:local", f"project:{proj}"})
-                    yield from _section(body.get(MCP_SERVERS), f"projects.{proj}.{MCP_SERVERS}", tags, proj)
+        # Only the project troupe runs in: Claude Code starts another project's local
+        # servers only inside that project, and so does troupe (never, here).
+        proj, body = current_project_entry(loc, data)
+        if body is not None:
+            tags = frozenset({loc.provider, "scope:local", f"project:{proj}"})
+            yield from _section(body.get(MCP_SERVERS), f"projects.{proj}.{MCP_SERVERS}", tags, proj)
+
+
+def current_project_entry(loc: Location, data: Any) -> tuple[str | None, dict | None]:
+    """(key, body) of ~/.claude.json's `projects` entry for the current project, if any."""
+    projects = data.get("projects") if isinstance(data, dict) else None
+    if not isinstance(projects, dict) or not loc.current:
+        return None, None
+    here = os.path.realpath(loc.current)
+    for proj, body in projects.items():
+        if isinstance(body, dict) and os.path.realpath(os.path.expanduser(str(proj))) == here:
+            return proj, body
+    return None, None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeApprovals:
+    """Claude Code's own verdicts on a project's `.mcp.json` servers (by server name)."""
+
+    enabled: frozenset = frozenset()
+    disabled: frozenset = frozenset()
+    enable_all: bool = False
+
+    def merged(self, other: "ClaudeApprovals") -> "ClaudeApprovals":
+        return ClaudeApprovals(self.enabled | other.enabled, self.disabled | other.disabled,
+                               self.enable_all or other.enable_all)
+
+    def verdict(self, name: str) -> bool | None:
+        if name in self.disabled:
+            return False
+        return True if self.enable_all or name in self.enabled else None
+
+
+def _names(value: Any) -> frozenset:
+    return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list) else frozenset()
+
+
+def claude_approvals(loc: Location, data: Any) -> ClaudeApprovals:
+    """The approval keys of a file the *user* controls: ~/.claude.json's entry for this project
+    (written when the user answered Claude Code's prompt) or ~/.claude/settings.json.
+    Files inside the project are not asked: a cloned repository cannot approve itself."""
+    if loc.provider != "claude_code" or loc.scope != "user" or not isinstance(data, dict):
+        return ClaudeApprovals()
+    body = current_project_entry(loc, data)[1] if loc.fmt == "claude_json" else data
+    if not isinstance(body, dict):
+        return ClaudeApprovals()
+    return ClaudeApprovals(_names(body.get("enabledMcpjsonServers")), _names(body.get("disabledMcpjsonServers")),
+                           body.get("enableAllProjectMcpServers") is True)
 
 
 def _section(section: Any, path: str, tags: frozenset, project: str | None) -> Iterator[Entry]:

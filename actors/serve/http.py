@@ -11,7 +11,7 @@ from gevent.pywsgi import WSGIHandler, WSGIServer
 from loguru import logger
 
 from .. import metrics
-from . import dashboard
+from . import approvals, dashboard
 from .mcp_http import McpHttp
 from .security import Guard
 from . import sse
@@ -40,6 +40,7 @@ class App:
         self.prefix_routes: list[tuple[str, str, object]] = []  # (method, path prefix, handler)
         metrics.install(self)
         dashboard.install(self)
+        approvals.install(self)
 
     def close(self) -> None:
         self.mcp.close()

@@ -8,7 +8,10 @@ import gevent
 
 from ..identity import identity_of, which_on
 from ..messages import ProviderResult, ServiceRecord
-from ..sources import VSCODE_SERVERS, Location, SourceError, entries, entry_to_config, parse_json, read_limited
+from dataclasses import replace
+
+from ..sources import (VSCODE_SERVERS, ClaudeApprovals, Location, SourceError, claude_approvals, entries,
+                       entry_to_config, parse_json, read_limited)
 from .base import ProviderActor
 
 
@@ -44,6 +47,7 @@ class FileProvider(ProviderActor):
 
     def scan(self) -> ProviderResult:
         records, errors, files, seen = [], [], [], set()
+        approvals = ClaudeApprovals()
         for loc in self._locations:
             key = str(loc.path)
             real = os.path.realpath(loc.path)
@@ -57,6 +61,7 @@ class FileProvider(ProviderActor):
             if problem is None:
                 found, problems = self._records(loc, data)
                 self._last_good[key] = found
+                approvals = approvals.merged(claude_approvals(loc, data))
             else:
                 found, problems = self._last_good.get(key, ()), [problem]
                 if found:
@@ -64,7 +69,17 @@ class FileProvider(ProviderActor):
             files.append(key)
             records.extend(found)
             errors.extend(problems)
+        records = [self._with_client_verdict(r, approvals) for r in records]
         return ProviderResult(self.provider, tuple(records), tuple(errors), tuple(files))
+
+    def _with_client_verdict(self, record: ServiceRecord, approvals: ClaudeApprovals) -> ServiceRecord:
+        """A project .mcp.json server Claude Code's user approved or denied carries that verdict."""
+        if not record.file.endswith(".mcp.json") or "scope:project" not in record.tags:
+            return record
+        verdict = approvals.verdict(record.name)
+        if verdict is None:
+            return record
+        return replace(record, config=replace(record.config, preapproved=verdict))
 
     def _records(self, loc: Location, data: Any) -> tuple[tuple, list]:
         found, problems = [], []

@@ -1,0 +1,175 @@
+"""`troupe approvals | approve NAME | deny NAME`: the operator's side of trust, offline or over HTTP.
+
+Offline (no --url) the command reads the same files a troupe would (its config, the MCP
+clients' config files, the registration store), executes nothing, and writes the decision
+into the approvals file, which every running troupe reloads within about a second.
+With --url it asks a running troupe over HTTP (the dashboard's routes, behind its token).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import orjson
+
+from .. import config as config_mod
+from . import ledger
+from . import provenance as trust
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SCAN_TIMEOUT = 30.0
+
+
+def _parser(prog: str, with_name: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"troupe {prog}")
+    if with_name:
+        p.add_argument("name", help="the server's name, as `troupe approvals` shows it")
+    p.add_argument("--url", help="a running troupe's HTTP base URL (default: work on the files, offline)")
+    p.add_argument("--token", default=os.environ.get("TROUPE_AUTH_TOKEN"), help="bearer token for --url")
+    p.add_argument("--config", help="troupe config (default: the embedded default)")
+    p.add_argument("--home", help="home directory whose client files are read (default $HOME)")
+    p.add_argument("--project-root", dest="project_root", help="project directory (default cwd)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def run(command: str, argv: list[str]) -> int:
+    args = _parser(command, command != "approvals").parse_args(argv)
+    try:
+        if args.url:
+            result = _remote(command, args)
+        else:
+            result = _local(command, args)
+    except (LookupError, ValueError, ledger.LedgerError, OSError) as exc:
+        print(f"troupe {command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    elif command == "approvals":
+        print(render(result))
+    else:
+        print(f"{result['server']}: {result['decision']} ({result.get('launch') or ''})")
+    return EXIT_OK
+
+
+def render(rows: list[dict]) -> str:
+    if not rows:
+        return "nothing waits for approval"
+    out = []
+    for row in rows:
+        if row["what"] == "server":
+            out.append(f"{row['name']}  [{row['provenance']}] {row.get('launch') or ''}")
+            if row.get("file"):
+                out.append(f"    from {row['file']}")
+            out.append(f"    troupe approve {row['name']}   |   troupe deny {row['name']}")
+        else:
+            out.append(f"{row['name']}  {row['what']} {row['item']!r} is {row['change']}; "
+                       f"withheld until `troupe approve {row['name']}`")
+            out.extend("    " + line for line in (row.get("diff") or "").splitlines())
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- over HTTP
+
+def _remote(command: str, args) -> Any:
+    import requests
+    base = args.url.rstrip("/")
+    for suffix in ("/mcp", "/sse", "/status"):
+        base = base[: -len(suffix)] if base.endswith(suffix) else base
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    try:
+        if command == "approvals":
+            resp = requests.get(base + "/api/approvals", headers=headers, timeout=10)
+        else:
+            # the guard wants a same-origin Origin on dashboard POSTs; this is that origin
+            headers.update(Origin=base, **{"Content-Type": "application/json"})
+            resp = requests.post(f"{base}/api/approvals/{args.name}/{command}", headers=headers, timeout=10)
+    except requests.RequestException as exc:
+        raise OSError(f"cannot reach {base}: {exc}") from None
+    if resp.status_code != 200:
+        raise LookupError(f"{base} answered {resp.status_code}: {resp.text[:200]}")
+    body = resp.json()
+    return body["approvals"] if command == "approvals" else body
+
+
+# ---------------------------------------------------------------- offline
+
+def _local(command: str, args) -> Any:
+    config = config_mod.load(args.config)
+    home = args.home or config.discovery.get("home")
+    path = config.approvals_file or ledger.default_path(os.path.expanduser(home) if home else None)
+    book = ledger.Ledger(path)
+    snapshot = ledger.snapshot(book.read(), 1)
+    servers = list(config.servers) + list(_discovered(config, args))
+    if command == "approvals":
+        return waiting_offline(servers, snapshot)
+    server = next((s for s in servers if s.name == args.name), None)
+    if server is None:
+        raise LookupError(f"no server named {args.name!r} here; `troupe approvals` lists what waits "
+                          f"(PATH-probed servers: use --url with the running troupe)")
+    decision = ledger.APPROVED if command == "approve" else ledger.DENIED
+    shown = trust.shown_launch(server)
+    entry = book.update(lambda data: dict(ledger.decide(data, trust.identity_key(server), server.name, decision,
+                                                        server.provenance, shown)))
+    return {"server": server.name, "decision": decision, "provenance": server.provenance, "launch": shown,
+            "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path}
+
+
+def waiting_offline(servers, snapshot) -> list[dict]:
+    rows = []
+    for s in servers:
+        if trust.verdict(s, snapshot.decisions) == trust.PENDING:
+            rows.append({"name": s.name, "what": "server", "provenance": s.provenance, "file": s.origin_file,
+                         "launch": trust.shown_launch(s)})
+    names = {s.name: s for s in servers}
+    for identity, held in snapshot.withheld.items():
+        s = names.get(held.get("name"))
+        if s is None or trust.identity_key(s) != identity:
+            continue
+        for kind in ledger.KINDS:
+            for item, change in sorted((held.get(kind) or {}).items()):
+                rows.append({"name": s.name, "what": kind[:-1], "item": item, "change": change.get("kind"),
+                             "diff": change.get("diff"), "provenance": s.provenance})
+    return rows
+
+
+def _discovered(config, args) -> tuple:
+    """The servers discovery would contribute, found by reading files only: no provider that
+    executes anything (the PATH probe) and no health checks."""
+    if not config.discovery.get("enabled", False):
+        return ()
+    import pykka
+
+    from ..bus import BusClient, EventBus
+    from ..discovery.engine import DiscoveryEngine
+    from ..discovery.messages import RunDiscovery
+    from ..discovery.settings import PATH_PROVIDER, parse
+    section = dict(config.discovery)
+    section.update(watch=False, interval=0, health={"enabled": False})
+    settings = parse(section, home=args.home, project_root=args.project_root)
+    section["providers"] = [p for p in settings.providers if p != PATH_PROVIDER]
+    found: dict = {}
+
+    def on_services(change) -> None:
+        for cfg in change.added + change.updated:
+            found[cfg.name] = cfg
+
+    bus = engine = None
+    try:
+        bus = EventBus.start()
+        engine = DiscoveryEngine.start(section, BusClient(bus), on_services, home=settings.home,
+                                       project_root=settings.project_root,
+                                       reserved_names=frozenset(s.name for s in config.servers), run_at_start=False)
+        future = pykka.ThreadingFuture()
+        engine.tell(RunDiscovery(future))
+        future.get(timeout=SCAN_TIMEOUT)
+    finally:
+        for ref in (engine, bus):
+            if ref is not None:
+                try:
+                    ref.stop(timeout=10)
+                except Exception:
+                    pass
+    return tuple(found.values())

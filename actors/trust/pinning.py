@@ -1,0 +1,59 @@
+"""Screening a server's listing against its pinned definitions: what clients see, what waits."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from . import digest as dg
+from .ledger import KINDS, Pinned
+
+
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """One listing after screening."""
+
+    shown: Mapping[str, tuple]  # kind → the items clients may see
+    withheld: Mapping[str, Mapping[str, Mapping]]  # kind → name → {"digest", "kind", "diff", "definition"}
+    first_sight: Mapping[str, Mapping[str, tuple]] | None = None  # kind → name → (digest, definition) to pin
+
+    @property
+    def withheld_count(self) -> int:
+        return sum(len(v) for v in self.withheld.values())
+
+
+def _name(item) -> str | None:
+    name = item.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def screen(lists: Mapping[str, tuple], pinned: Pinned | None, pin: bool) -> Screened:
+    """lists: kind → definitions as listed. With no pin yet, everything is shown and pinned
+    now (trust on first sight of an approved or configured server); afterwards a definition
+    whose digest differs from its pin, or one never pinned, is withheld."""
+    if not pin:
+        return Screened(MappingProxyType({k: tuple(lists.get(k, ())) for k in KINDS}), MappingProxyType({}))
+    if pinned is None:
+        first = {k: {n: (dg.digest(k, item), dg.essence(k, item)) for item in lists.get(k, ())
+                     if (n := _name(item))} for k in KINDS}
+        return Screened(MappingProxyType({k: tuple(lists.get(k, ())) for k in KINDS}), MappingProxyType({}),
+                        MappingProxyType(first))
+    shown, withheld = {}, {}
+    for kind in KINDS:
+        pins = pinned.of(kind)
+        keep, held = [], {}
+        for item in lists.get(kind, ()):
+            name = _name(item)
+            if name is None:
+                keep.append(item)  # the catalogue drops nameless items itself
+                continue
+            d = dg.digest(kind, item)
+            before = pins.get(name)
+            if before is not None and before[0] == d:
+                keep.append(item)
+                continue
+            held[name] = MappingProxyType({"digest": d, "kind": "changed" if before else "new",
+                                           "diff": dg.diff(kind, before[1] if before else None, item),
+                                           "definition": dg.essence(kind, item)})
+        shown[kind], withheld[kind] = tuple(keep), MappingProxyType(held)
+    return Screened(MappingProxyType(shown), MappingProxyType(withheld))

@@ -1,0 +1,54 @@
+"""Where a server came from, and the one gate every launch and probe goes through."""
+from __future__ import annotations
+
+import os
+from ..config import ServerConfig
+
+CONFIG = "config"  # troupe's own config file (or the embedding app's config dict)
+USER = "user"  # user-scope client files: Claude Desktop, ~/.claude.json, ~/.cursor/mcp.json, …
+PROJECT = "project"  # files inside the project directory troupe was started in
+PATH = "path"  # found by the PATH probe
+REGISTERED = "registered"  # core_mcpserver_register or the embedding API's register_server
+ALL = (CONFIG, USER, PROJECT, PATH, REGISTERED)
+# What the owner wrote down themselves starts as configured; the rest waits for an operator.
+TRUSTED = frozenset({CONFIG, USER})
+
+ALLOWED, PENDING, DENIED = "allowed", "pending-approval", "denied"
+
+
+def identity_key(config: ServerConfig) -> str:
+    """What an approval and a pin are keyed by: the whole launch line or the whole URL."""
+    if config.identity:
+        return config.identity
+    from ..discovery.identity import identity_of, which_on
+    return identity_of(config, which_on(os.environ.get("PATH")))
+
+
+def verdict(config: ServerConfig, decisions) -> str:
+    """ALLOWED, PENDING or DENIED for this exact launch line, given the operator's decisions.
+
+    `decisions` maps identity → "approved" | "denied" (TrustSnapshot.decisions).
+    An operator's denial wins over everything; a client's own denial (Claude Code's
+    disabledMcpjsonServers) too. Approval covers the identity, so an edited command
+    line is a new server that waits again.
+    """
+    decided = decisions.get(identity_key(config))
+    if decided == "denied" or config.preapproved is False:
+        return DENIED
+    if config.provenance in TRUSTED or decided == "approved" or config.preapproved is True:
+        return ALLOWED
+    return PENDING
+
+
+def approve_hint(name: str) -> str:
+    return f"troupe approve {name}"
+
+
+def shown_launch(config: ServerConfig) -> str:
+    """The launch line or URL as an operator may see it: secrets redacted."""
+    import shlex
+
+    from ..redact import redact_args, redact_url
+    if config.stdio is not None:
+        return shlex.join([config.stdio.command, *redact_args(config.stdio.args)])
+    return redact_url(config.http.url) if config.http is not None else ""
