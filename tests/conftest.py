@@ -11,3 +11,12 @@ if os.environ.get("TROUPE_TEST_GEVENT") == "1":
     from gevent import monkey
 
     monkey.patch_all()
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _own_approvals_file(tmp_path_factory, monkeypatch):
+    """Every test gets its own approvals file (troupe's config directory), so pins one test
+    records never withhold another test's tools, and the real ~/.config is never written."""
+    monkeypatch.setenv("TROUPE_CONFIG_DIR", str(tmp_path_factory.mktemp("troupe-config")))

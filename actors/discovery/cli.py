@@ -15,6 +15,9 @@ from ..health import HealthChecker
 from .engine import DiscoveryEngine
 from .messages import CheckHealth, RunDiscovery
 from .settings import parse
+from ..trust import ledger
+from ..trust import provenance as trust
+from ..trust.keeper import TrustBox
 
 ASK_MARGIN = 5.0  # on top of the configured deadlines, for actor start-up and merging
 STOP_TIMEOUT = 10.0
@@ -73,12 +76,15 @@ def run(args: Any = None, /, **kwargs) -> int:
     try:
         bus = EventBus.start()
         client = BusClient(bus)
+        # The operator's approvals decide what may be probed: a probe runs the server.
+        box = _trust_box(config, settings.home)
         if opts["probe"]:
             health = HealthChecker.start(client, interval=0, timeout=settings.health.timeout,
-                                         concurrency=settings.health.concurrency)
+                                         concurrency=settings.health.concurrency,
+                                         allowed=lambda cfg: trust.verdict(cfg, box.current.decisions) == trust.ALLOWED)
         engine = DiscoveryEngine.start(section, client, lambda change: None, home=settings.home,
                                        project_root=settings.project_root, reserved_names=reserved,
-                                       health=health, run_at_start=False)
+                                       health=health, run_at_start=False, trust_box=box)
         reply = pykka.ThreadingFuture()
         engine.tell(RunDiscovery(reply))
         report = reply.get(timeout=settings.deadline + ASK_MARGIN)
@@ -111,6 +117,16 @@ def run(args: Any = None, /, **kwargs) -> int:
     return EXIT_OK
 
 
+def _trust_box(config, home: str) -> TrustBox:
+    """The approvals as a running troupe would read them (nothing approved if the file is unreadable)."""
+    path = getattr(config, "approvals_file", None) or ledger.default_path(home)
+    try:
+        return TrustBox(ledger.snapshot(ledger.Ledger(path).read(), 1))
+    except ledger.LedgerError as exc:
+        print(f"troupe discover: {exc}; treating nothing as approved", file=sys.stderr)
+        return TrustBox()
+
+
 def _health_text(svc: dict) -> str:
     if svc["healthy"] is None:
         return f"health unknown ({svc['health_detail']})"
@@ -123,7 +139,10 @@ def render(services: list, report, settings) -> str:
              f"(home {settings.home}, project {settings.project_root})", ""]
     for svc in services:
         launch = svc.get("url") or " ".join([svc.get("command", ""), *svc.get("args", [])])
-        flags = ["auto-connect" if svc["auto_connect"] else "manual"]
+        flags = [svc.get("provenance", "user"), "auto-connect" if svc["auto_connect"] else "manual"]
+        if svc.get("trust") and svc["trust"] != trust.ALLOWED:
+            flags.append(f"{svc['trust']}: troupe approve {svc['name']}" if svc["trust"] == trust.PENDING
+                         else svc["trust"])
         if not svc["enabled"]:
             flags.append("disabled")
         if svc["registered"]:

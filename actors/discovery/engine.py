@@ -390,7 +390,9 @@ class DiscoveryEngine(pykka.ThreadingActor):
     # ---------------------------------------------------------------- reports
 
     def _summaries(self) -> tuple:
-        return tuple(summary(n, svc, self._health.get(n)) for n, svc in sorted(self._named.items()))
+        decisions = self._trust.current.decisions
+        return tuple({**summary(n, svc, self._health.get(n)), "trust": trust.verdict(svc.config(n), decisions)}
+                     for n, svc in sorted(self._named.items()))
 
     def _status(self) -> dict:
         known = [self._health.get(n) for n in self._named]

@@ -6,7 +6,9 @@ import time  # noqa: E402
 
 import gevent  # noqa: E402
 import pykka  # noqa: E402
-import pytest  # noqa: E402
+import pytest
+
+from tests.support.trust import approve_all  # noqa: E402
 
 from actors.bus import BusClient, EventBus  # noqa: E402
 from actors.events import StartupSettled  # noqa: E402
@@ -175,7 +177,7 @@ def test_engine_feeds_the_checker_and_shows_health(tmp_path, monkeypatch, bus):
     settings = {"path_probe": {"path": tree.path}, "interval": 0, "watch": False, "providers": ["path"],
                 "health": {"interval": 60, "first_check_delay": 0, "timeout": 10}}
     engine = engine_mod.start(settings, bus, lambda change: None, home=str(tree.home),
-                              project_root=str(tree.project))
+                              project_root=str(tree.project), trust_box=approve_all())
     ask(engine, RunDiscovery)
 
     def health():
@@ -192,7 +194,7 @@ def test_engine_passes_is_connected_and_spares_auto_started_servers_without_it(t
 
     def start(**kw):
         return engine_mod.start(settings, bus, lambda change: None, home=str(tree.home),
-                                project_root=str(tree.project), **kw)
+                                project_root=str(tree.project), trust_box=approve_all(), **kw)
 
     engine = start(is_connected=lambda name: name == "listed")
     ask(engine, RunDiscovery)

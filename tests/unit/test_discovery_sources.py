@@ -31,13 +31,20 @@ def test_windows_claude_desktop_uses_appdata(tmp_path):
     assert any(loc.path == tmp_path / "roaming" / "Claude" / "claude_desktop_config.json" for loc in locs)
 
 
-def test_claude_json_yields_user_and_per_project_servers(tmp_path):
-    loc = Location("claude_code", tmp_path / ".claude.json", "user", "claude_json")
+def test_claude_json_yields_user_and_current_project_servers_only(tmp_path):
+    p1, p2 = tmp_path / "p1", tmp_path / "p2"
     data = {"mcpServers": {"a": {"command": "a"}},
-            "projects": {"/p1": {"mcpServers": {"b": {"command": "b"}}}, "/p2": {"history": []}}}
-    got = list(entries(loc, data))
-    assert [(e.name, e.project) for e in got] == [("a", None), ("b", "/p1")]
-    assert "project:/p1" in got[1].tags
+            "projects": {str(p1): {"mcpServers": {"b": {"command": "b"}}},
+                         str(p2): {"mcpServers": {"c": {"command": "c"}}}}}
+    here = Location("claude_code", tmp_path / ".claude.json", "user", "claude_json", current=str(p1))
+    got = list(entries(here, data))
+    assert [(e.name, e.project) for e in got] == [("a", None), ("b", str(p1))]
+    assert f"project:{p1}" in got[1].tags
+    # another project's local servers are never read, and with no current project none are
+    elsewhere = Location("claude_code", tmp_path / ".claude.json", "user", "claude_json", current=str(tmp_path))
+    assert [e.name for e in entries(elsewhere, data)] == ["a"]
+    assert [e.name for e in entries(Location("claude_code", tmp_path / ".claude.json", "user", "claude_json"),
+                                    data)] == ["a"]
 
 
 def test_vscode_reads_servers_key_not_mcpservers(tmp_path):
