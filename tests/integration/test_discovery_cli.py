@@ -48,7 +48,10 @@ def test_json_report_with_health(tmp_path):
     echo = got["echo"]
     assert echo["healthy"] is True and echo["tools"] == 6 and echo["env_names"] == ["ECHO_TOKEN"]
     assert [s["provider"] for s in echo["sources"]] == ["cursor", "path"]
-    assert got["weather-mcp"]["healthy"] is False and got["weather-mcp"]["auto_connect"] is False
+    # found on PATH: listed, but never executed (not even probed) until approved
+    weather = got["weather-mcp"]
+    assert weather["healthy"] is None and weather["auto_connect"] is False
+    assert weather["provenance"] == "path" and weather["trust"] == "pending-approval"
     assert any("windsurf" in e for e in doc["errors"]) and doc["per_source"]["path"] == 2
     assert SECRET_ENV not in proc.stdout + proc.stderr
     assert list(tree.markers.iterdir()) == []
