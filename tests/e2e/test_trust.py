@@ -1,0 +1,233 @@
+"""Trust end to end, with real processes and a temporary HOME: nothing runs that its owner did
+not approve, no MCP client can approve, and a changed tool never reaches a client unapproved."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from tests.servers.rug_pull import HONEST, POISONED
+from tests.support import PYTHON, ROOT, wait_until
+from tests.support.troupe import Troupe, json_of, server, text_of
+
+MARKER_WAIT = 10.0  # the issue's bar: no unapproved command has run after this long
+
+
+def troupe_cli(*args: str, home: Path, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "actors.main", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HOME": str(home)})
+
+
+def marker_server(marker: Path) -> dict:
+    """A .mcp.json entry whose command would leave a marker file if it ever ran."""
+    return {"command": "sh", "args": ["-c", f"echo ran >> {marker}; exec {PYTHON} -m tests.servers.echo"],
+            "env": {"PYTHONPATH": str(ROOT)}}
+
+
+class DefaultTroupe:
+    """`python -m actors.main --transport http --port 0` in a project directory, default config."""
+
+    def __init__(self, home: Path, project: Path):
+        self.proc = subprocess.Popen([PYTHON, "-m", "actors.main", "--transport", "http", "--port", "0"],
+                                     cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env={**os.environ, "HOME": str(home)})
+        self.base = None
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace")
+            if line.startswith("troupe: serving "):
+                self.base = line.split()[-1][: -len("/mcp")]
+                break
+        assert self.base, "troupe did not announce its URL"
+
+    def servers(self) -> dict:
+        return {s["name"]: s for s in requests.get(self.base + "/status", timeout=10).json()["servers"]}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def project(tmp_path):
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    return home, proj
+
+
+def test_project_servers_wait_for_approval_and_an_edited_line_waits_again(project, tmp_path):
+    home, proj = project
+    marker, marker2, marker3 = tmp_path / "ran", tmp_path / "ran-edited", tmp_path / "ran-late"
+    (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": marker_server(marker)}}))
+    troupe = DefaultTroupe(home, proj)
+    try:
+        pending = wait_until(lambda: troupe.servers().get("proj"), timeout=20, message="the project server listed")
+        assert pending["state"] == "pending-approval" and pending["provenance"] == "project"
+        assert pending["origin_file"] == str(proj / ".mcp.json")
+        # a file added while troupe runs is the same: listed, never run
+        (proj / ".cursor").mkdir()
+        (proj / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"late": marker_server(marker3)}}))
+        late = wait_until(lambda: troupe.servers().get("late"), timeout=20, message="the added file read")
+        assert late["state"] == "pending-approval"
+        # troupe discover lists it and probes nothing that waits
+        found = troupe_cli("discover", "--json", home=home, cwd=proj)
+        assert found.returncode == 0, found.stderr
+        assert {s["name"]: s["trust"] for s in json.loads(found.stdout)["services"]}["proj"] == "pending-approval"
+        waited = time.monotonic()
+        with pytest.raises(AssertionError):
+            wait_until(marker.exists, timeout=MARKER_WAIT - (time.monotonic() - waited), message="marker")
+        assert not marker.exists() and not marker3.exists()
+        # what waits, and the operator's approval: it runs within 5 s
+        listed = troupe_cli("approvals", "--json", home=home, cwd=proj)
+        assert {r["name"] for r in json.loads(listed.stdout) if r["what"] == "server"} >= {"proj", "late"}
+        approved = troupe_cli("approve", "proj", home=home, cwd=proj)
+        assert approved.returncode == 0, approved.stderr
+        wait_until(marker.exists, timeout=5, message="the approved server started")
+        wait_until(lambda: troupe.servers()["proj"]["state"] == "ready", timeout=15, message="proj ready")
+        assert troupe.servers()["late"]["state"] == "pending-approval"  # approval covers one line only
+        # an edited command line is a new server: it waits again, and the old one stops
+        (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": marker_server(marker2)}}))
+        wait_until(lambda: troupe.servers()["proj"]["state"] == "pending-approval", timeout=20,
+                   message="the edited line waits again")
+        assert str(marker2) in troupe.servers()["proj"]["shown_launch"]
+        assert not marker2.exists()
+    finally:
+        troupe.stop()
+
+
+def test_claude_code_approval_keys_and_other_projects(project, tmp_path):
+    home, proj = project
+    ran = {n: tmp_path / f"ran-{n}" for n in ("ok", "no", "other", "local")}
+    (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "ok": marker_server(ran["ok"]), "no": marker_server(ran["no"])}}))
+    (home / ".claude.json").write_text(json.dumps({"projects": {
+        str(proj): {"enabledMcpjsonServers": ["ok"], "disabledMcpjsonServers": ["no"],
+                    "mcpServers": {"local": marker_server(ran["local"])}},
+        str(tmp_path / "elsewhere"): {"mcpServers": {"other": marker_server(ran["other"])}}}}))
+    # a cloned repository cannot approve itself through its own settings file
+    (proj / ".claude").mkdir()
+    (proj / ".claude" / "settings.local.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
+    troupe = DefaultTroupe(home, proj)
+    try:
+        wait_until(lambda: {"ok", "no", "local"} <= set(troupe.servers()), timeout=20, message="servers listed")
+        wait_until(lambda: troupe.servers()["ok"]["state"] == "ready", timeout=20, message="ok ready")
+        wait_until(lambda: troupe.servers()["local"]["state"] == "ready", timeout=20, message="local ready")
+        servers = troupe.servers()
+        assert servers["local"]["provenance"] == "user"  # the user added it for this project
+        assert servers["no"]["state"] == "denied"
+        assert "other" not in servers and not any("elsewhere" in (s["origin_file"] or "") for s in servers.values())
+        assert ran["ok"].exists() and ran["local"].exists()
+        assert not ran["no"].exists() and not ran["other"].exists()
+    finally:
+        troupe.stop()
+
+
+def _discovery_config(tmp_path: Path, home: Path, proj: Path, **serve) -> Path:
+    cfg = tmp_path / "troupe.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "servers": [server("echo", "tests.servers.echo")],
+        "serve": {"startup_wait": 15, "mode": "flat", **serve},
+        "discovery": {"enabled": True, "home": str(home), "project_root": str(proj), "store": "memory",
+                      "interval": 0, "health": {"first_check_delay": 0}}}))
+    return cfg
+
+
+def test_an_mcp_client_cannot_run_commands(project, tmp_path):
+    home, proj = project
+    marker = tmp_path / "registered-ran"
+    troupe = Troupe(_discovery_config(tmp_path, home, proj))
+    try:
+        troupe.initialize()
+        names = {t["name"] for t in troupe.request("tools/list")["result"]["tools"]}
+        assert "core_mcpserver_register" in names
+        assert not names & {"core_service_stop", "core_service_start", "core_service_restart",
+                            "core_mcpserver_unregister"}
+        reply = troupe.call("core_mcpserver_register",
+                            {"name": "sneaky", "command": "sh", "args": ["-c", f"touch {marker}"]})
+        text = text_of(reply)
+        assert "pending-approval" in text and "troupe approve sneaky" in text
+        assert troupe.server_status("sneaky")["state"] == "pending-approval"
+        assert troupe.server_status("sneaky")["provenance"] == "registered"
+        # nor approve it, start it, or stop what runs
+        for tool in ("core_service_start", "core_service_stop", "core_service_restart"):
+            refused = troupe.call(tool, {"name": "sneaky" if tool == "core_service_start" else "echo"})
+            assert refused["result"]["isError"] and "operator" in text_of(refused)
+        assert troupe.server_status("echo")["state"] == "ready"
+        assert troupe.call("core_health_check", {"name": "sneaky"})["result"]
+        assert not marker.exists()
+    finally:
+        troupe.close()
+
+
+def test_client_admin_turns_the_operator_tools_back_on(project, tmp_path):
+    home, proj = project
+    troupe = Troupe(_discovery_config(tmp_path, home, proj, client_admin=True))
+    try:
+        troupe.initialize()
+        names = {t["name"] for t in troupe.request("tools/list")["result"]["tools"]}
+        assert {"core_service_stop", "core_service_restart"} <= names
+        assert not troupe.call("core_service_restart", {"name": "echo"})["result"].get("isError")
+    finally:
+        troupe.close()
+
+
+def test_a_changed_tool_is_withheld_until_approved(tmp_path):
+    cfg = tmp_path / "troupe.yaml"
+    cfg.write_text(yaml.safe_dump({"servers": [server("rug", "tests.servers.rug_pull")],
+                                   "serve": {"startup_wait": 15, "mode": "flat"},
+                                   "discovery": {"enabled": False}}))
+    troupe = Troupe(cfg)
+    try:
+        troupe.initialize()
+
+        def tools():
+            return {t["name"]: t for t in troupe.request("tools/list")["result"]["tools"]}
+        assert tools()["rug__weather"]["description"] == HONEST
+        assert text_of(troupe.call("rug__flip")) == "flipped"
+        wait_until(lambda: "rug__weather" not in tools(), timeout=10, message="the changed tool withheld")
+        assert "rug__exfiltrate" not in tools()  # new tools of a pinned server wait too
+        refused = troupe.call("rug__weather", {"city": "Oslo"})["result"]
+        assert refused["isError"] and "troupe approve rug" in text_of({"result": refused})
+        assert troupe.call("rug__exfiltrate")["result"]["isError"]
+        # the operator sees the diff; the client never saw the new text
+        listed = subprocess.run([PYTHON, "-m", "actors.main", "approvals", "--json", "--config", str(cfg)],
+                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+        rows = {(r["what"], r.get("item")): r for r in json.loads(listed.stdout)}
+        assert rows[("tool", "weather")]["change"] == "changed" and "IGNORE PREVIOUS" in rows[("tool", "weather")]["diff"]
+        assert rows[("tool", "exfiltrate")]["change"] == "new"
+        assert not any(POISONED in json.dumps(m) for m in troupe.received)
+        done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "rug", "--config", str(cfg)],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: tools().get("rug__weather", {}).get("description") == POISONED, timeout=5,
+                   message="the approved definition shown")
+        assert "rug__exfiltrate" in tools()
+        assert text_of(troupe.call("rug__weather", {"city": "Oslo"})) == "sunny in Oslo"
+    finally:
+        troupe.close()
+
+
+def test_a_server_cannot_reach_a_client_that_is_not_calling_it(tmp_path):
+    cfg = tmp_path / "troupe.yaml"
+    cfg.write_text(yaml.safe_dump({"servers": [server("rug", "tests.servers.rug_pull")],
+                                   "serve": {"startup_wait": 15, "mode": "flat"},
+                                   "discovery": {"enabled": False}}))
+    troupe = Troupe(cfg)
+    try:
+        troupe.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
+                                      "clientInfo": {"name": "t", "version": "1"}})
+        troupe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert text_of(troupe.call("rug__ask_roots_later")) == "scheduled"
+        replies = wait_until(lambda: json_of(troupe.call("rug__replies")), timeout=10,
+                             message="the server got an answer to its roots/list")
+        assert replies[0]["id"] == "unsolicited-1" and replies[0]["error"]["code"] == -32600
+        # the client never saw the request
+        assert not any(m.get("method") == "roots/list" for m in troupe.received)
+    finally:
+        troupe.close()
