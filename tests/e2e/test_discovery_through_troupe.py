@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import yaml
 
@@ -41,13 +42,16 @@ def test_discovered_server_is_connected_and_callable_and_registration_persists(t
         assert status["discovery"]["services"] >= 1
         registered = t.call("core_mcpserver_register", {"name": "reg-echo", **_echo_entry("r")})
         assert not registered["result"].get("isError"), registered
-        wait_until(lambda: any(s["name"] == "reg-echo" and s["state"] == "ready" for s in t.status()["servers"]),
-                   30, message="registered server connected")
+        state = _state_of(t)
+        wait_until(lambda: state("reg-echo") == "pending-approval", 30, message="registration waits")
+        _approve(config, "reg-echo")
+        wait_until(lambda: state("reg-echo") == "ready", 30, message="registered server connected once approved")
         assert text_of(t.call("reg-echo__echo", {"text": "registered"})) == "registered"
-        # a client config edit is picked up by the watcher: a second server appears
+        # a client config edit is picked up by the watcher: a second server appears, and waits
         (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"project-echo": _echo_entry("p")}}))
-        wait_until(lambda: any(s["name"] == "project-echo" and s["state"] == "ready" for s in t.status()["servers"]),
-                   30, message="edit picked up")
+        wait_until(lambda: state("project-echo") == "pending-approval", 30, message="edit picked up")
+        _approve(config, "project-echo")
+        wait_until(lambda: state("project-echo") == "ready", 30, message="project server approved")
     finally:
         t.close()
 
@@ -61,6 +65,19 @@ def test_discovered_server_is_connected_and_callable_and_registration_persists(t
                    30, message="registration survived the restart")
         assert text_of(t.call("reg-echo__echo", {"text": "still"})) == "still"
         assert not any(s["name"] == "cursor-echo" for s in t.status()["servers"])
-        assert t.call("core_mcpserver_unregister", {"name": "reg-echo"})["result"].get("isError") is None
+        # removing a server is an operator act, not a model's
+        assert t.call("core_mcpserver_unregister", {"name": "reg-echo"})["result"].get("isError") is True
     finally:
         t.close()
+
+
+def _state_of(t):
+    def state(name):
+        return next((s["state"] for s in t.status()["servers"] if s["name"] == name), None)
+    return state
+
+
+def _approve(config, name: str) -> None:
+    done = subprocess.run([PYTHON, "-m", "actors.main", "approve", name, "--config", str(config)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -290,6 +290,9 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
                                                              "Accept": "application/json"})
         registered = troupe.register_server("late", command=sys.executable, args=["-m", "tests.servers.echo"],
                                             cwd=os.getcwd())
+        assert registered["state"] == "pending-approval" and registered["provenance"] == "registered"
+        assert [r["name"] for r in troupe.approvals()] == ["late"]
+        registered = troupe.approve("late")  # the host app is this troupe's operator
         late = troupe.call_tool("late__add", {"a": 1, "b": 2})["structuredContent"]["sum"]
         children_running = len(children_of(pid))
         actors_running = len(pykka.ActorRegistry.get_all())

@@ -17,6 +17,8 @@ def make(tmp_path):
     started: list[Troupe] = []
 
     def start(servers, *args, **serve) -> Troupe:
+        # client_admin: these tests restart servers through core_service_restart
+        serve.setdefault("client_admin", True)
         t = Troupe(write_config(tmp_path, servers, mode="flat", **serve), "--log-level", "DEBUG", *args)
         started.append(t)
         t.initialize()

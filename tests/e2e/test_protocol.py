@@ -125,7 +125,8 @@ def test_client_without_sampling_gets_an_error_not_a_hang(tmp_path):
 
 
 def test_logging_resources_subscriptions_completion_and_validation(tmp_path):
-    config = write_config(tmp_path, [_everything(), server("echo", "tests.servers.echo")], mode="flat")
+    # pin: false: this echo adds a tool on purpose, and this test is about relaying the change
+    config = write_config(tmp_path, [_everything(), server("echo", "tests.servers.echo", pin=False)], mode="flat")
     log, notes = [], []
 
     async def scenario():
