@@ -53,7 +53,8 @@ class MetaCalls:
                 self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, coretools.listed(self.rt.config.serve.client_admin))))
+                core = coretools.listed(self.rt.config.serve.client_admin)
+                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 

@@ -238,7 +238,8 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         cat = self.rt.catalogue()
         self._served_version["tools"] = cat.version
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        self._paged(rid, params, sink, tools + list(coretools.listed(self.rt.config.serve.client_admin)), "tools", cat.version)
+        tools += coretools.listed(self.rt.config.serve.client_admin)
+        self._paged(rid, params, sink, tools, "tools", cat.version)
 
     def _paged(self, rid, params, sink, items, key, version) -> None:
         try:

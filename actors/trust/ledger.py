@@ -77,7 +77,8 @@ def snapshot(data: Mapping[str, Any], version: int) -> TrustSnapshot:
                                       for k in KINDS))
         pending = entry.get("withheld")
         if isinstance(pending, dict) and any(pending.get(k) for k in KINDS):
-            withheld[identity] = MappingProxyType({"name": entry.get("name"), **{k: pending.get(k) or {} for k in KINDS}})
+            withheld[identity] = MappingProxyType({"name": entry.get("name"),
+                                                   **{k: pending.get(k) or {} for k in KINDS}})
     return TrustSnapshot(version, MappingProxyType(decisions), MappingProxyType(pins), MappingProxyType(withheld))
 
 

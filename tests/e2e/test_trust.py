@@ -199,7 +199,8 @@ def test_a_changed_tool_is_withheld_until_approved(tmp_path):
         listed = subprocess.run([PYTHON, "-m", "actors.main", "approvals", "--json", "--config", str(cfg)],
                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
         rows = {(r["what"], r.get("item")): r for r in json.loads(listed.stdout)}
-        assert rows[("tool", "weather")]["change"] == "changed" and "IGNORE PREVIOUS" in rows[("tool", "weather")]["diff"]
+        weather = rows[("tool", "weather")]
+        assert weather["change"] == "changed" and "IGNORE PREVIOUS" in weather["diff"]
         assert rows[("tool", "exfiltrate")]["change"] == "new"
         assert not any(POISONED in json.dumps(m) for m in troupe.received)
         done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "rug", "--config", str(cfg)],
