@@ -215,6 +215,10 @@ def _parse_body(content_type: str, body: bytes, rid: Any) -> dict:
     raise BenchError(f"no answer to request {rid} in the response body: {body[:300]!r}")
 
 
+STALE_CONNECTION = (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected,
+                    http.client.CannotSendRequest)
+
+
 class HttpRpc:
     """One Streamable HTTP client session over one keep-alive connection (http.client: the cheapest client)."""
 
@@ -226,6 +230,15 @@ class HttpRpc:
         self._ids = itertools.count(1)
 
     def _post(self, msg: dict) -> tuple[int, str, bytes, http.client.HTTPResponse]:
+        try:
+            return self._post_once(msg)
+        except STALE_CONNECTION:
+            # A server may close an idle keep-alive connection (Node does after 5 s, which a
+            # loaded machine reaches while 32 sessions initialize): reconnect once and resend.
+            self.conn.close()
+            return self._post_once(msg)
+
+    def _post_once(self, msg: dict) -> tuple[int, str, bytes, http.client.HTTPResponse]:
         self.conn.request("POST", self.path, orjson.dumps(msg), self.headers)
         resp = self.conn.getresponse()
         body = resp.read()
