@@ -22,6 +22,8 @@ PYTHON = sys.executable
 PROTOCOL = "2025-06-18"  # every peer here speaks it, the TypeScript SDK included
 _live: list["Proc"] = []  # every child still running, so a failure anywhere can kill them all
 LOGS = Path(tempfile.mkdtemp(prefix="troupe-bench-"))
+# troupe pins what its backends list; a benchmark's pins belong to the benchmark, not to ~/.config
+os.environ.setdefault("TROUPE_CONFIG_DIR", str(LOGS / "troupe-config"))
 _log_ids = itertools.count(1)
 
 

@@ -49,7 +49,7 @@ def run(duration: float, rate: float, backends: int, kill_every: float, freeze_e
     config = write_config(tmp, [server(n, "tests.servers.echo", timeout=CALL_TIMEOUT,
                                        restart={"intensity": 1000, "period": 60, "min_backoff": 0.05,
                                                 "max_backoff": 0.5}) for n in names], mode="flat")
-    t = Troupe(config)
+    t = Troupe(config, env={"TROUPE_CONFIG_DIR": str(tmp / "troupe-config")})  # its pins stay in tmp
     figures: dict = {}
     try:
         t.initialize()
