@@ -14,7 +14,7 @@ import yaml
 
 from tests.servers.rug_pull import HONEST, POISONED
 from tests.support import PYTHON, ROOT, wait_until
-from tests.support.troupe import Troupe, json_of, server, text_of
+from tests.support.troupe import Troupe, TroupeHttp, json_of, server, text_of
 
 MARKER_WAIT = 10.0  # the bar: no unapproved command has run after this long
 
@@ -203,6 +203,10 @@ def test_a_changed_tool_is_withheld_until_approved(tmp_path):
         assert weather["change"] == "changed" and "IGNORE PREVIOUS" in weather["diff"]
         assert rows[("tool", "exfiltrate")]["change"] == "new"
         assert not any(POISONED in json.dumps(m) for m in troupe.received)
+        events = json_of(troupe.call("core_events", {"limit": 500}))["events"]
+        changed = [e for e in events if e["type"] == "ToolDefinitionChanged"]
+        assert {(e["item"], e["change"]) for e in changed} == {("weather", "changed"), ("exfiltrate", "new")}
+        assert "IGNORE PREVIOUS" in next(e["diff"] for e in changed if e["item"] == "weather")
         done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "rug", "--config", str(cfg)],
                               capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert done.returncode == 0, done.stderr
@@ -232,3 +236,32 @@ def test_a_server_cannot_reach_a_client_that_is_not_calling_it(tmp_path):
         assert not any(m.get("method") == "roots/list" for m in troupe.received)
     finally:
         troupe.close()
+
+
+def test_approval_over_http_needs_the_token_and_reaches_the_running_troupe(project, tmp_path):
+    home, proj = project
+    marker = tmp_path / "ran"
+    (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": marker_server(marker)}}))
+    cfg = _discovery_config(tmp_path, home, proj, auth_token="s3cret")
+    troupe = TroupeHttp(cfg)
+    try:
+        auth = {"Authorization": "Bearer s3cret"}
+
+        def state():
+            servers = requests.get(troupe.base + "/status", headers=auth, timeout=10).json()["servers"]
+            return next((s["state"] for s in servers if s["name"] == "proj"), None)
+        wait_until(lambda: state() == "pending-approval", 20, message="proj waits")
+        refused = troupe_cli("approve", "proj", "--url", troupe.base, "--token", "wrong", home=home, cwd=proj)
+        assert refused.returncode == 1 and "401" in refused.stderr
+        listed = troupe_cli("approvals", "--json", "--url", troupe.base, "--token", "s3cret", home=home, cwd=proj)
+        assert [(r["name"], r["provenance"]) for r in json.loads(listed.stdout)] == [("proj", "project")]
+        assert not marker.exists()
+        done = troupe_cli("approve", "proj", "--url", troupe.base, "--token", "s3cret", home=home, cwd=proj)
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: state() == "ready", 20, message="approved over HTTP")
+        assert marker.exists()
+        denied = troupe_cli("deny", "proj", "--url", troupe.base, "--token", "s3cret", home=home, cwd=proj)
+        assert denied.returncode == 0, denied.stderr
+        wait_until(lambda: state() == "denied", 10, message="denied over HTTP")
+    finally:
+        troupe.stop()
