@@ -13,6 +13,7 @@ from .catalogue import Catalogue, ServerLists
 from .events import ToolsChanged
 from .messages import DropServer, PublishServer
 from .trust.keeper import TrustBox
+from .trust.ledger import KINDS, Pinned
 from .trust.messages import PinFirstSight, ReportWithheld, TrustChanged
 from .trust.pinning import screen
 
@@ -82,9 +83,8 @@ class Registry(pykka.ThreadingActor):
             pinned = self._first_sight.get(msg.identity)  # told, not yet in a snapshot
         result = screen({"tools": msg.tools, "prompts": msg.prompts}, pinned, msg.pin and bool(msg.identity))
         if result.first_sight is not None and self.keeper is not None:
-            from .trust.ledger import Pinned
             self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
-                                                       for k in ("tools", "prompts")))
+                                                       for k in KINDS))
             self._tell_keeper(PinFirstSight(msg.identity, msg.server, result.first_sight))
         elif report and msg.pin and msg.identity and (result.withheld_count
                                                       or msg.identity in snapshot.withheld):

@@ -308,21 +308,14 @@ class Runtime:
 
 def waiting(servers, snapshot) -> list[dict]:
     """Rows for `troupe approvals` and the dashboard, from a status report's servers and a trust snapshot."""
-    rows = []
-    by_name = {}
-    for s in servers:
-        if s.get("state") == PENDING_APPROVAL:
-            rows.append({"name": s["name"], "what": "server", "provenance": s.get("provenance"),
-                         "file": s.get("origin_file"), "launch": s.get("shown_launch") or s.get("launch")})
-        by_name[s["name"]] = s
+    from .trust.report import server_row, withheld_rows
+    rows = [server_row(s["name"], s.get("provenance"), s.get("origin_file"), s.get("shown_launch"))
+            for s in servers if s.get("state") == PENDING_APPROVAL]
+    by_name = {s["name"]: s for s in servers}
     for held in snapshot.withheld.values():
-        name = held.get("name")
-        if name not in by_name:
-            continue  # a server this troupe does not run (another config's): not ours to show
-        for kind in ("tools", "prompts"):
-            for item, change in sorted((held.get(kind) or {}).items()):
-                rows.append({"name": name, "what": kind[:-1], "item": item, "change": change.get("kind"),
-                             "diff": change.get("diff"), "provenance": by_name[name].get("provenance")})
+        mine = by_name.get(held.get("name"))
+        if mine is not None:  # another config's server shares the file: not ours to show
+            rows += withheld_rows(mine["name"], mine.get("provenance"), held)
     return rows
 
 

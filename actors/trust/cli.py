@@ -17,6 +17,7 @@ import orjson
 from .. import config as config_mod
 from . import ledger
 from . import provenance as trust
+from .report import server_row, withheld_rows
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SCAN_TIMEOUT = 30.0
@@ -111,27 +112,20 @@ def _local(command: str, args) -> Any:
                           f"(PATH-probed servers: use --url with the running troupe)")
     decision = ledger.APPROVED if command == "approve" else ledger.DENIED
     shown = trust.shown_launch(server)
-    entry = book.update(lambda data: dict(ledger.decide(data, trust.identity_key(server), server.name, decision,
+    entry, _ = book.update(lambda data: dict(ledger.decide(data, trust.identity_key(server), server.name, decision,
                                                         server.provenance, shown)))
     return {"server": server.name, "decision": decision, "provenance": server.provenance, "launch": shown,
             "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path}
 
 
 def waiting_offline(servers, snapshot) -> list[dict]:
-    rows = []
-    for s in servers:
-        if trust.verdict(s, snapshot.decisions) == trust.PENDING:
-            rows.append({"name": s.name, "what": "server", "provenance": s.provenance, "file": s.origin_file,
-                         "launch": trust.shown_launch(s)})
-    names = {s.name: s for s in servers}
+    rows = [server_row(s.name, s.provenance, s.origin_file, trust.shown_launch(s)) for s in servers
+            if trust.verdict(s, snapshot.decisions) == trust.PENDING]
+    by_name = {s.name: s for s in servers}
     for identity, held in snapshot.withheld.items():
-        s = names.get(held.get("name"))
-        if s is None or trust.identity_key(s) != identity:
-            continue
-        for kind in ledger.KINDS:
-            for item, change in sorted((held.get(kind) or {}).items()):
-                rows.append({"name": s.name, "what": kind[:-1], "item": item, "change": change.get("kind"),
-                             "diff": change.get("diff"), "provenance": s.provenance})
+        mine = by_name.get(held.get("name"))
+        if mine is not None and trust.identity_key(mine) == identity:
+            rows += withheld_rows(mine.name, mine.provenance, held)
     return rows
 
 

@@ -98,19 +98,14 @@ class TrustKeeper(pykka.ThreadingActor):
 
     def _write(self, change):
         """Apply a change to the file and publish; a write that fails is logged and re-raised."""
-        result_box = []
-
-        def apply(data):
-            result_box.append(change(data))
-            result_box.append(data)
         try:
-            self.ledger.update(apply)
+            result, data = self.ledger.update(change)
             self._stamp = self.ledger.stamp()
         except (LedgerError, OSError) as exc:
             logger.error("trust: cannot write {}: {}", self.ledger.path, exc)
             raise
-        self._publish(result_box[1])
-        return result_box[0]
+        self._publish(data)
+        return result
 
     def _publish(self, data: dict) -> None:
         self._version += 1

@@ -125,8 +125,9 @@ class Ledger:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def update(self, change: Callable[[dict], Any]) -> Any:
-        """Apply `change(data)` under the lock and write the result atomically; returns its value."""
+    def update(self, change: Callable[[dict], Any]) -> tuple[Any, dict]:
+        """Apply `change(data)` under the lock and write the result atomically;
+        returns (what change returned, the data as written)."""
         with self._locked():
             data = self.read()
             result = change(data)
@@ -144,7 +145,7 @@ class Ledger:
                 except OSError:
                     pass
                 raise
-            return result
+            return result, data
 
 
 # ---------------------------------------------------------------- changes applied under the lock

@@ -66,8 +66,8 @@ def test_screen_pins_on_first_sight_then_withholds_changed_and_new():
 def test_ledger_round_trip_decide_accepts_withheld(tmp_path):
     book = ledger.Ledger(str(tmp_path / "cfg" / "approvals.json"))
     item = (dg.digest("tools", TOOL), dg.essence("tools", TOOL))
-    assert book.update(lambda d: ledger.pin_first_sight(d, "stdio:srv", "s", {"tools": {"weather": item}}))
-    assert not book.update(lambda d: ledger.pin_first_sight(d, "stdio:srv", "s", {"tools": {}}))  # never replaced
+    assert book.update(lambda d: ledger.pin_first_sight(d, "stdio:srv", "s", {"tools": {"weather": item}}))[0]
+    assert not book.update(lambda d: ledger.pin_first_sight(d, "stdio:srv", "s", {"tools": {}}))[0]  # never replaced
     changed = {**TOOL, "description": "new text"}
     held = {"tools": {"weather": {"digest": dg.digest("tools", changed), "kind": "changed", "diff": "…",
                                   "definition": dg.essence("tools", changed)}}}
