@@ -21,6 +21,9 @@ SERVE_TRANSPORTS = ("stdio", "http")
 MODES = ("meta", "flat")
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# serve.allowed_hosts / allowed_origins are compared for equality: no wildcards, no paths.
+_ALLOWED_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
+_ALLOWED_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?/?$")
 
 
 _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
@@ -391,8 +394,17 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
     return ServeConfig(
         transport=transport, mode=mode, separator=sep, host=check.typed(data, "host", "serve", str, "127.0.0.1"),
         port=port, auth_token=token,
-        allowed_origins=tuple(check.typed(data, "allowed_origins", "serve", list, []) or ()),
-        allowed_hosts=tuple(check.typed(data, "allowed_hosts", "serve", list, []) or ()),
+        allowed_origins=_allowed(data, "allowed_origins", _ALLOWED_ORIGIN, "an origin like http://localhost:3000", check),
+        allowed_hosts=_allowed(data, "allowed_hosts", _ALLOWED_HOST, "a host name, optionally :port", check),
         startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0),
         json_response=check.typed(data, "json_response", "serve", bool, False),
         client_admin=check.typed(data, "client_admin", "serve", bool, False))
+
+
+def _allowed(data: dict, key: str, shape: re.Pattern, example: str, check: _Checker) -> tuple:
+    """A serve.allowed_* list: each entry is matched for equality, so a pattern would silently never match."""
+    entries = check.typed(data, key, "serve", list, []) or []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str) or not shape.match(entry):
+            check.fail(f"serve.{key}[{i}]", f"must be {example} (compared for equality), got {entry!r}")
+    return tuple(e for e in entries if isinstance(e, str) and shape.match(e))

@@ -44,6 +44,11 @@ def serve(argv: list[str]) -> int:
         return 2
     config = config_mod.with_overrides(config, transport=args.transport, mode=args.mode, host=args.host,
                                        port=args.port)
+    from .serve.security import exposure_refusal
+    refusal = exposure_refusal(config.serve)  # before anything starts: nothing to tear down
+    if refusal is not None:
+        print(f"troupe: {refusal}", file=sys.stderr)
+        return 2
     # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
     sys.stdout = sys.stderr
     from .runtime import Runtime

@@ -7,12 +7,14 @@ import orjson
 import pykka
 
 from .. import events
+from .security import ACTION_PREFIX
 
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8",
           "index.html": "text/html; charset=utf-8"}
 ACTIONS = ("restart", "stop", "start", "enable", "disable")
 ASSET_PREFIX = "/dashboard/"
-API_PREFIX = "/api/servers/"
+# Under the guarded prefix: the Guard lets actions in only from the dashboard's own origin.
+API_PREFIX = ACTION_PREFIX + "servers/"
 # Everything the page loads is its own: a hostile server name or error text cannot run script.
 PAGE_HEADERS = [("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
                 ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from dataclasses import replace
 
 import gevent
 import gevent.queue
@@ -13,7 +14,7 @@ from loguru import logger
 from .. import metrics
 from . import approvals, dashboard
 from .mcp_http import McpHttp
-from .security import Guard
+from .security import Guard, exposure_refusal
 from . import sse
 
 
@@ -32,9 +33,10 @@ class NoDelayHandler(WSGIHandler):
 class App:
     """The WSGI application; mountable in a host's own server (see actors.wsgi_app)."""
 
-    def __init__(self, runtime, bound_host: str | None = None):
+    def __init__(self, runtime, bound_host: str | None = None, bound_port: int | None = None):
         self.rt = runtime
-        self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host)
+        # No bound_port when a host app serves us: the guard then takes the port each request came in on.
+        self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host, bound_port)
         self.mcp = McpHttp(runtime)
         self.extra_routes: dict[tuple[str, str], object] = {}
         self.prefix_routes: list[tuple[str, str, object]] = []  # (method, path prefix, handler)
@@ -129,10 +131,14 @@ def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[W
     serve_cfg = runtime.config.serve
     host = host or serve_cfg.host
     port = serve_cfg.port if port is None else port
+    refusal = exposure_refusal(replace(serve_cfg, transport="http", host=host))
+    if refusal is not None:
+        raise ValueError(refusal)
     app = App(runtime, host)
     server = WSGIServer((host, port), app, handler_class=NoDelayHandler, log=None,
                         error_log=_ErrorLog())
     server.start()
+    app.guard.bound_port = server.server_port  # known only now when port 0 picked a free one
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.server_port}/mcp"
     runtime.set_url(url)

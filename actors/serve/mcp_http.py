@@ -13,6 +13,7 @@ from ..protocol import jsonrpc, mcp
 from ..session import Session
 from . import sse
 
+JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
 MAX_BODY = 16 * 1024 * 1024
 REPLY_TIMEOUT = 900.0  # a safety net only: every forwarded call already has its server's timeout
 IDLE_SESSION_S = 3600.0  # a Streamable HTTP session unused this long is closed
@@ -95,6 +96,9 @@ class McpHttp:
     # ---------------------------------------------------------------- Streamable HTTP
 
     def post(self, environ) -> Response:
+        problem = _not_json(environ)
+        if problem:
+            return problem
         body, problem = _read_body(environ)
         if problem:
             return problem
@@ -212,6 +216,9 @@ class McpHttp:
 
     def legacy_post(self, environ) -> Response:
         from urllib.parse import parse_qs
+        problem = _not_json(environ)
+        if problem:
+            return problem
         query = parse_qs(environ.get("QUERY_STRING", ""))
         sid = (query.get("session_id") or query.get("sessionId") or [""])[0]
         hs = self.sessions.get(sid)
@@ -270,6 +277,17 @@ def _stream(queue: gevent.queue.Queue, hs: HttpSession, first: bytes, on_close=N
             hs.stream = None
         if on_close is not None:
             on_close()
+
+
+def _not_json(environ) -> Response | None:
+    """415 unless the body is declared JSON: text/plain and form posts are what a hostile page
+    can send cross-site without a CORS preflight, so they never reach a session."""
+    kind = (environ.get("CONTENT_TYPE") or "").split(";", 1)[0].strip().lower()
+    if kind == JSON_MEDIA_TYPE:
+        return None
+    return _json("415 Unsupported Media Type", jsonrpc.error(
+        None, jsonrpc.INVALID_REQUEST, f"Content-Type must be {JSON_MEDIA_TYPE}, got {kind[:80] or 'none'}"),
+        [("Accept-Post", JSON_MEDIA_TYPE)])
 
 
 def _read_body(environ) -> tuple[bytes, Response | None]:

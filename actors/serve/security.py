@@ -1,47 +1,108 @@
-"""HTTP front-door checks: Host and Origin (DNS rebinding), bearer token."""
+"""HTTP front-door checks: Host and Origin by equality (DNS rebinding), dashboard actions, bearer token."""
 from __future__ import annotations
 
 import hmac
-from urllib.parse import parse_qs, urlsplit
+import ipaddress
+from urllib.parse import parse_qs
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+WILDCARD_BINDS = ("", "0.0.0.0", "::", "[::]")  # every interface: not a name a client can use
+HTTP_DEFAULT_PORT = 80  # a Host or Origin without a port means this one
+ACTION_PREFIX = "/api/"  # every state-changing dashboard route lives here, and inherits its rule
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+REFUSED_FETCH_SITES = ("cross-site", "same-site")  # a sibling subdomain is not the dashboard either
 
 
-def _hostname(host_header: str) -> str:
-    host = host_header.strip().lower()
-    if host.startswith("["):  # [::1]:8765
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+def bracketed(host: str) -> str:
+    """An IPv6 literal as it appears in Host and URLs ([::1]); other names unchanged, lowercased."""
+    host = host.strip().lower()
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: only this machine can connect."""
+    name = host.strip().lower().strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_refusal(serve_config) -> str | None:
+    """Why serving HTTP on this address is refused, or None: beyond loopback, a token is required."""
+    if serve_config.transport != "http" or is_loopback(serve_config.host) or serve_config.auth_token:
+        return None
+    return (f"refusing to serve HTTP on {serve_config.host or 'every interface'} without a bearer token: "
+            "set serve.auth_token (or TROUPE_AUTH_TOKEN), or bind 127.0.0.1")
+
+
+def _split_entry(entry: str) -> tuple[str, int | None]:
+    """An allowed_hosts entry: `name` (any port troupe is bound to) or `name:port` (that port only)."""
+    entry = entry.strip().lower()
+    if entry.startswith("["):
+        name, _, rest = entry.partition("]")
+        return name + "]", int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    if entry.count(":") == 1:
+        name, _, port = entry.partition(":")
+        return (name, int(port)) if port.isdigit() else (entry, None)
+    return bracketed(entry), None
+
+
+def _origin(value: str) -> str:
+    return value.strip().lower().rstrip("/")
 
 
 class Guard:
-    """Decides whether a request may in; returns (status, reason) for a refusal, else None."""
+    """Decides whether a request may in; `check` returns (status, reason) for a refusal, else None.
 
-    def __init__(self, serve_config, bound_host: str):
+    `bound_port` is the port troupe listens on; None when a host app serves troupe (embedding),
+    and then each request's SERVER_PORT (the port the host's server accepted it on) stands in.
+    """
+
+    def __init__(self, serve_config, bound_host: str, bound_port: int | None = None):
         self.token = serve_config.auth_token
-        self.allowed_origins = {o.rstrip("/").lower() for o in serve_config.allowed_origins}
-        self.allowed_hosts = {h.lower() for h in serve_config.allowed_hosts}
-        bound = bound_host.lower()
-        self.loopback_only = bound in LOOPBACK_NAMES or bound.startswith("127.")
-        self.hosts = set(LOOPBACK_NAMES) | ({bound} if bound not in ("0.0.0.0", "::", "") else set())
+        self.bound_port = bound_port
+        self.allowed_origins = frozenset(_origin(o) for o in serve_config.allowed_origins)
+        names = set(LOOPBACK_NAMES)
+        bound = bracketed(bound_host or "")
+        if bound not in WILDCARD_BINDS:
+            names.add(bound)  # the address troupe bound itself (an IP literal cannot be rebound)
+        self.exact_hosts: set[str] = set()  # allowed_hosts given as name:port
+        for entry in serve_config.allowed_hosts:
+            name, port = _split_entry(entry)
+            if port is None:
+                names.add(name)
+            else:
+                self.exact_hosts.add(f"{name}:{port}")
+        self.names = frozenset(names)
 
-    def host_ok(self, host_header: str | None) -> bool:
-        if not host_header:
-            return False
-        name = _hostname(host_header)
-        return name in self.hosts or name in self.allowed_hosts or host_header.lower() in self.allowed_hosts \
-            or (name.startswith("127.") and self.loopback_only)
+    def hosts(self, port: int | None) -> set[str]:
+        """Every Host value let in when serving on `port`; Origins are these behind http://."""
+        out = set(self.exact_hosts)
+        if port is not None:
+            out |= {f"{name}:{port}" for name in self.names}
+            if port == HTTP_DEFAULT_PORT:  # browsers leave the default port out of Host and Origin
+                out |= self.names
+        return out
 
-    def origin_ok(self, origin: str | None) -> bool:
+    def port_of(self, environ) -> int | None:
+        if self.bound_port is not None:
+            return self.bound_port
+        try:
+            return int(environ.get("SERVER_PORT") or "")
+        except ValueError:
+            return None
+
+    def host_ok(self, host_header: str | None, port: int | None) -> bool:
+        return bool(host_header) and host_header.strip().lower() in self.hosts(port)
+
+    def origin_ok(self, origin: str | None, port: int | None) -> bool:
         if origin is None:
             return True  # not a browser: nothing to rebind
-        if origin.rstrip("/").lower() in self.allowed_origins or "*" in self.allowed_origins:
-            return True
-        try:
-            host = (urlsplit(origin).hostname or "").lower()
-        except ValueError:
-            return False
-        return host in LOOPBACK_NAMES or host.startswith("127.")
+        origin = _origin(origin)
+        return origin in self.allowed_origins or origin in {f"http://{h}" for h in self.hosts(port)}
 
     def token_ok(self, authorization: str | None) -> bool:
         if not self.token:
@@ -51,12 +112,29 @@ class Guard:
         return hmac.compare_digest(authorization[7:].strip().encode(), self.token.encode())
 
     def check(self, environ) -> tuple[str, str] | None:
-        if not self.host_ok(environ.get("HTTP_HOST")):
+        port = self.port_of(environ)
+        if not self.host_ok(environ.get("HTTP_HOST"), port):
             return "403 Forbidden", "Host not allowed (DNS rebinding protection)"
-        if not self.origin_ok(environ.get("HTTP_ORIGIN")):
+        if not self.origin_ok(environ.get("HTTP_ORIGIN"), port):
             return "403 Forbidden", "Origin not allowed"
+        refusal = self._action_refusal(environ)
+        if refusal is not None:
+            return "403 Forbidden", refusal
         if not self.token_ok(environ.get("HTTP_AUTHORIZATION")) and not self._open_get(environ):
             return "401 Unauthorized", "missing or wrong bearer token"
+        return None
+
+    def _action_refusal(self, environ) -> str | None:
+        """Dashboard actions come from the dashboard's own page only: same origin, never cross-site."""
+        path = environ.get("PATH_INFO") or "/"
+        if environ.get("REQUEST_METHOD") in SAFE_METHODS or not (path + "/").startswith(ACTION_PREFIX):
+            return None
+        if (environ.get("HTTP_SEC_FETCH_SITE") or "").strip().lower() in REFUSED_FETCH_SITES:
+            return "cross-site dashboard action refused"
+        origin = environ.get("HTTP_ORIGIN")
+        # Host already passed the check above, so its origin is one troupe answers for.
+        if origin is None or _origin(origin) != "http://" + environ["HTTP_HOST"].strip().lower():
+            return f"dashboard actions need the dashboard's own Origin (POST {ACTION_PREFIX}… from its page)"
         return None
 
     def _open_get(self, environ) -> bool:

@@ -233,16 +233,18 @@ def test_dashboard_routes_and_token(http_troupe, browser):
 
     assert requests.get(t.base + "/status", timeout=10).status_code == 401
     assert requests.get(t.base + "/metrics", timeout=10).status_code == 401
-    assert requests.post(t.base + "/api/servers/echo/restart", timeout=10).status_code == 401
+    assert requests.post(t.base + "/api/servers/echo/restart", headers={"Origin": t.base}, timeout=10).status_code == 401
     assert requests.get(t.base + "/events?access_token=wrong", timeout=10).status_code == 401
     assert requests.get(t.base + "/status?access_token=" + token, timeout=10).status_code == 401  # /events only
     with requests.get(f"{t.base}/events?access_token={token}", stream=True, timeout=10) as events:
         assert events.status_code == 200 and events.headers["Content-Type"].startswith("text/event-stream")
-    assert requests.post(t.base + "/api/servers/nope/restart", headers=auth, timeout=10).status_code == 404
-    assert requests.post(t.base + "/api/servers/echo/explode", headers=auth, timeout=10).status_code == 400
+    page_origin = {**auth, "Origin": t.base}  # actions come from the dashboard's own page
+    assert requests.post(t.base + "/api/servers/nope/restart", headers=page_origin, timeout=10).status_code == 404
+    assert requests.post(t.base + "/api/servers/echo/explode", headers=page_origin, timeout=10).status_code == 400
     assert requests.post(t.base + "/api/servers/echo/restart", headers={**auth, "Origin": "http://evil.example"},
                          timeout=10).status_code == 403
-    restarted = requests.post(t.base + "/api/servers/echo/restart", headers=auth, timeout=10)
+    assert requests.post(t.base + "/api/servers/echo/restart", headers=auth, timeout=10).status_code == 403
+    restarted = requests.post(t.base + "/api/servers/echo/restart", headers=page_origin, timeout=10)
     assert restarted.status_code == 200 and restarted.json()["restarts"] == 1
 
     # In the browser: the page asks for the token once, then shows the servers and goes live.

@@ -93,7 +93,9 @@ def test_origin_host_and_token_rejections_on_the_wire(http_troupe):
     assert requests.get(t.base + "/status", timeout=10).status_code == 401
     assert requests.post(t.url, json=INIT, headers={**auth, "Origin": "http://evil.example"}, timeout=10).status_code == 403
     assert requests.post(t.url, json=INIT, headers={**auth, "Host": "evil.example"}, timeout=10).status_code == 403
-    ok = requests.post(t.url, json=INIT, headers={**auth, "Origin": "http://localhost:3000"}, timeout=10)
+    # Another local port is another origin (any dev server): equality with troupe's own, not "is loopback".
+    assert requests.post(t.url, json=INIT, headers={**auth, "Origin": "http://localhost:3000"}, timeout=10).status_code == 403
+    ok = requests.post(t.url, json=INIT, headers={**auth, "Origin": t.base}, timeout=10)
     assert ok.status_code == 200
     assert "s3cret-token" not in "".join(t.stderr)
 

@@ -123,7 +123,7 @@ def test_bad_config_is_rejected_with_every_problem_and_sighup_reloads(troupe, tm
 def test_a_server_disabled_from_the_dashboard_stays_disabled_across_unrelated_edits(troupe, tmp_path):
     t = troupe([server("quiet", ECHO, "--name", "quiet"), server("other", ECHO, "--name", "other")])
     wait_until(lambda: settled(t, {"quiet", "other"}), 20, message="ready")
-    assert requests.post(t.base + "/api/servers/quiet/disable", timeout=10).status_code == 200
+    assert requests.post(t.base + "/api/servers/quiet/disable", headers={"Origin": t.base}, timeout=10).status_code == 200
     write(tmp_path, [server("quiet", ECHO, "--name", "quiet"), server("other", ECHO, "--name", "other"),
                      server("new", ECHO, "--name", "new")])
     now = wait_until(lambda: (s := servers_of(t)).get("new", {}).get("state") == "ready" and s, 20,
