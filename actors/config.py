@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from . import redact
 from .configfile import ConfigError, Located, read
 
 # The embedded default: beside the package in a checkout or editable install, under
@@ -38,7 +39,8 @@ class StdioSpec:
     work_dir: str | None = None
 
     def __repr__(self) -> str:  # env values are secrets: never in a repr or a log line
-        return f"StdioSpec(command={self.command!r}, args={self.args!r}, env_keys={sorted(self.env)!r})"
+        return (f"StdioSpec(command={self.command!r}, args={tuple(redact.redact_args(self.args))!r}, "
+                f"env_keys={sorted(self.env)!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class HttpSpec:
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __repr__(self) -> str:
-        return f"HttpSpec(url={self.url!r}, header_names={sorted(self.headers)!r})"
+        return f"HttpSpec(url={redact.redact_url(self.url)!r}, header_names={sorted(self.headers)!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +88,16 @@ class ServerConfig:
     def effective_prefix(self) -> str:
         return self.name if self.prefix is None else self.prefix
 
+    @property
+    def shown_url(self) -> str | None:
+        """The URL as a status report may show it (query values and password starred)."""
+        return redact.redact_url(self.http.url) if self.http else None
+
     def launch_facts(self) -> dict:
-        """What the status report may show: never env values or header values."""
+        """What the status report may show: never env or header values, secret args starred."""
         if self.stdio is not None:
-            return {"command": self.stdio.command, "args": list(self.stdio.args)}
-        return {"url": self.http.url if self.http else None}
+            return redact.launch_facts(self.stdio.command, self.stdio.args)
+        return redact.launch_facts(None, url=self.http.url if self.http else None)
 
 
 @dataclass(frozen=True, slots=True)

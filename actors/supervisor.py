@@ -364,7 +364,7 @@ class Supervisor(pykka.ThreadingActor):
                "last_error": child.reason if child.state in (BACKOFF, FAILED, DEGRADED) else None,
                "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
                "prompts": prompts if child.callable else 0, "in_flight": child.stats.in_flight,
-               "pid": None, "url": config.http.url if config.http else None,
+               "pid": None, "url": config.shown_url,
                "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
                "server_info": child.server_info}
         if child.callable and child.endpoint:

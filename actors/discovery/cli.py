@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project-root", dest="project_root", help="project directory (default cwd)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--no-probe", dest="probe", action="store_false", default=True,
-                        help="do not launch services to check their health")
+                        help="execute nothing: no health probes and no PATH `--help` probe, "
+                             "only config files are read")
 
 
 def _options(args: Any, kwargs: Mapping) -> dict:
@@ -66,6 +67,13 @@ def run(args: Any = None, /, **kwargs) -> int:
     section = dict(getattr(config, "discovery", None) or {})
     # one shot: nothing periodic, nothing watched, our own checker with no schedule
     section.update(watch=False, interval=0)
+    if not opts["probe"]:
+        # --no-probe runs no program at all: not the PATH probe's `--help`, and no checker the
+        # engine would otherwise start on its own
+        for key in ("path_probe", "health"):
+            sub = {} if section.get(key) is None else section[key]
+            if isinstance(sub, Mapping):  # anything else is left for parse() to reject
+                section[key] = {**sub, "enabled": False}
     try:
         settings = parse(section, home=opts["home"], project_root=opts["project_root"])
     except ValueError as exc:

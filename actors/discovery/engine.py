@@ -81,7 +81,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
       interval (300): periodic re-discovery in seconds; 0 = only on file change or request
       providers (all): claude_desktop, claude_code, cursor, vscode, windsurf, troupe, path
       store (memory) | sqlite, store_path (~/.config/troupe/services.db)
-      path_probe: {enabled: true, allowlist: [], auto_connect: false, timeout: 2, path: $PATH, concurrency: 8}
+      path_probe: {enabled: false, allowlist: [], auto_connect: false, timeout: 2, path: $PATH, concurrency: 8}
       auto_connect: {client_configs: true, registered: true}
       max_file_bytes (1 MiB), max_claude_json_bytes (32 MiB: Claude Code keeps history there)
       deadline (15): seconds a cycle waits for providers

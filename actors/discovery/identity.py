@@ -1,4 +1,4 @@
-"""Service identity (whole launch line or whole URL), name sanitising and URL redaction."""
+"""Service identity (whole launch line or whole URL), its shown form, and name sanitising."""
 from __future__ import annotations
 
 import os
@@ -6,9 +6,10 @@ import re
 import shlex
 import shutil
 from typing import Callable, Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ..config import SERVER_NAME, ServerConfig
+from ..redact import REDACTED, redact_args, redact_url
 
 # Package runners: the package and its args are the server, the runner alone is not.
 LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "pnpm", "yarn", "uv", "bun", "deno"})
@@ -16,9 +17,6 @@ LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "pnpm", "yarn", "uv
 YES_FLAGS = {"npx": ("-y", "--yes"), "pnpx": ("-y", "--yes"), "bunx": ("-y", "--yes")}
 LATEST_SUFFIX = "@latest"
 DEFAULT_PORTS = {"http": 80, "https": 443}
-# Query parameters whose values are credentials in practice; redacted when shown.
-SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I)
-REDACTED = "***"
 MAX_NAME = 64
 FALLBACK_NAME = "server"
 
@@ -93,21 +91,18 @@ def identity_of(config: ServerConfig, which: Which | None = None) -> str:
     raise ValueError(f"{config.name}: neither stdio nor http")
 
 
-def redact_url(url: str) -> str:
-    """A URL fit to show: password and credential-looking query values replaced."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", f":{REDACTED}@", 1)
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, REDACTED if SECRET_QUERY.search(k) else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def redact_identity(identity: str) -> str:
-    return "url:" + redact_url(identity[4:]) if identity.startswith("url:") else identity
+    """An identity fit to show; the unredacted one stays the key for merging and approval."""
+    kind, _, rest = identity.partition(":")
+    if kind == "url":
+        return "url:" + redact_url(rest)
+    if kind == "stdio":
+        try:
+            command, *args = shlex.split(rest)
+        except ValueError:  # not one of ours: show nothing of it rather than a secret
+            return "stdio:" + REDACTED
+        return "stdio:" + shlex.join([command, *redact_args(args)])
+    return identity
 
 
 def sanitise_name(name: str) -> str:

@@ -5,7 +5,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from ..config import ServerConfig
-from .identity import redact_identity, redact_url, sanitise_name, unique_name
+from ..redact import redact_args, redact_url
+from .identity import redact_identity, sanitise_name, unique_name
 from .messages import ServiceRecord
 from ..trust import provenance as trust
 
@@ -114,7 +115,7 @@ def assign_names(services: Iterable[Service], reserved: Iterable[str],
 
 
 def summary(name: str, svc: Service, healthy: bool | None = None) -> dict:
-    """What may leave the engine: env and header *names* only, URLs redacted."""
+    """What may leave the engine: env and header *names* only, secret args and URL values starred."""
     cfg = svc.best.config
     out = {
         "name": name,
@@ -132,7 +133,7 @@ def summary(name: str, svc: Service, healthy: bool | None = None) -> dict:
         "preapproved": svc.preapproved,
     }
     if cfg.stdio is not None:
-        out.update(command=cfg.stdio.command, args=list(cfg.stdio.args), env_names=sorted(cfg.stdio.env),
+        out.update(command=cfg.stdio.command, args=redact_args(cfg.stdio.args), env_names=sorted(cfg.stdio.env),
                    cwd=cfg.stdio.work_dir)
     elif cfg.http is not None:
         out.update(url=redact_url(cfg.http.url), header_names=sorted(cfg.http.headers))

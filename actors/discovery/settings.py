@@ -52,7 +52,7 @@ class DiscoverySettings:
     providers: tuple = ALL_PROVIDERS
     store: str = "memory"
     store_path: str | None = None
-    path_enabled: bool = True
+    path_enabled: bool = False  # running binaries found on PATH is opt-in: see config/default.yaml
     path_allowlist: tuple = ()
     path_auto_connect: bool = False
     path_timeout: float = DEFAULT_HELP_TIMEOUT
@@ -133,7 +133,7 @@ def parse(settings: Mapping | None, *, home: str | None = None,
         home=_expand(home, str(Path.home())), project_root=_expand(root, home),
         enabled=top.get("enabled", bool, True), interval=top.get("interval", float, DEFAULT_INTERVAL),
         providers=providers, store=store, store_path=_expand(store_path, home) if store_path else None,
-        path_enabled=pp.get("enabled", bool, True), path_allowlist=pp.strings("allowlist", ()),
+        path_enabled=pp.get("enabled", bool, False), path_allowlist=pp.strings("allowlist", ()),
         path_auto_connect=pp.get("auto_connect", bool, False),
         path_timeout=pp.get("timeout", float, DEFAULT_HELP_TIMEOUT) or DEFAULT_HELP_TIMEOUT,
         path_search=pp.get("path", str, None) or os.environ.get("PATH", os.defpath),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 import gevent
 import gevent.event
@@ -17,6 +17,7 @@ import sseclient
 from loguru import logger
 
 from ..protocol import jsonrpc
+from ..redact import redact_url
 from .base import OnClosed, OnMessage, TransportError, TransportGarbage
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -43,16 +44,6 @@ MAX_RETRY_DELAY = 60.0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # on_closed's reason when the owner itself called close() (as stdio says it).
 CLOSED_BY_OWNER = "closed by troupe"
-
-
-def safe_url(url: str) -> str:
-    """The URL without userinfo, query or fragment: safe for logs and status."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -203,14 +194,14 @@ class HttpTransportBase:
         self._outbox.put(message)
 
     def describe(self) -> dict:
-        return {"url": safe_url(self.url)}
+        return {"url": redact_url(self.url)}
 
     def _check_open(self) -> None:
         if self._closing:
             raise TransportError(f"{self.name}: transport closed")
         parts = urlsplit(self.url)
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            raise TransportError(f"{self.name}: not an http(s) URL: {safe_url(self.url)}")
+            raise TransportError(f"{self.name}: not an http(s) URL: {redact_url(self.url)}")
 
     def close(self) -> None:
         self._release()
@@ -330,12 +321,12 @@ class SseTransport(HttpTransportBase):
         except gevent.Timeout:
             self._release()
             raise TransportError(
-                f"{self.name}: no endpoint event from {safe_url(self.url)} "
+                f"{self.name}: no endpoint event from {redact_url(self.url)} "
                 f"within {self._connect_timeout:g}s") from None
         except TransportError:
             self._release()
             raise
-        self._log.debug("SSE session open, posting to {}", safe_url(self._endpoint))
+        self._log.debug("SSE session open, posting to {}", redact_url(self._endpoint))
 
     def send(self, message: dict) -> None:
         if self._endpoint is None and not self._closing:
@@ -354,12 +345,12 @@ class SseTransport(HttpTransportBase):
                                   timeout=(self._connect_timeout, None))
         except requests.RequestException as exc:
             self._ready.set_exception(TransportError(
-                f"{self.name}: cannot reach {safe_url(self.url)}: {describe_exc(exc)}"))
+                f"{self.name}: cannot reach {redact_url(self.url)}: {describe_exc(exc)}"))
             return
         with self._tracked(resp):
             if resp.status_code != 200 or media_type(resp) != SSE_MEDIA_TYPE:
                 self._ready.set_exception(TransportError(
-                    f"{self.name}: GET {safe_url(self.url)}: {error_detail(resp)} "
+                    f"{self.name}: GET {redact_url(self.url)}: {error_detail(resp)} "
                     f"({media_type(resp) or 'no content type'})"))
                 return
             reason = self._pump(resp)
@@ -394,7 +385,7 @@ class SseTransport(HttpTransportBase):
         # whoever controls the stream's content: refuse.
         if origin(endpoint) != origin(self.url):
             raise TransportError(
-                f"{self.name}: endpoint on another origin rejected: {safe_url(endpoint)}")
+                f"{self.name}: endpoint on another origin rejected: {redact_url(endpoint)}")
         return endpoint
 
     def _dispatch(self, message: dict) -> None:
@@ -403,7 +394,7 @@ class SseTransport(HttpTransportBase):
             resp = self._http.post(self._endpoint, data=jsonrpc.encode(message), headers=headers,
                                    stream=True, timeout=(self._connect_timeout, POST_READ_TIMEOUT))
         except requests.RequestException as exc:
-            self._fail(message, f"POST {safe_url(self._endpoint)} failed: {describe_exc(exc)}")
+            self._fail(message, f"POST {redact_url(self._endpoint)} failed: {describe_exc(exc)}")
             return
         with self._tracked(resp):
             if resp.status_code >= 300:

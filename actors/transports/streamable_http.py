@@ -10,6 +10,7 @@ import sseclient
 from loguru import logger
 
 from ..protocol import jsonrpc
+from ..redact import redact_url
 from .base import OnClosed, OnMessage, TransportGarbage
 from .sse import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -22,7 +23,6 @@ from .sse import (
     error_detail,
     media_type,
     parse_payload,
-    safe_url,
     sse_events,
 )
 
@@ -122,7 +122,7 @@ class StreamableHttpTransport(HttpTransportBase):
         try:
             resp = self._post(message, REQUEST_READ_TIMEOUT)
         except requests.RequestException as exc:
-            self._fail(message, f"POST {safe_url(self.url)} failed: {describe_exc(exc)}")
+            self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
             return
         with self._tracked(resp):
             failure = self._read_answer(message, resp)
@@ -189,7 +189,7 @@ class StreamableHttpTransport(HttpTransportBase):
         try:
             resp = self._post(message, POST_READ_TIMEOUT)
         except requests.RequestException as exc:
-            self._fail(message, f"POST {safe_url(self.url)} failed: {describe_exc(exc)}")
+            self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
             return
         with self._tracked(resp):
             status = resp.status_code

@@ -36,7 +36,7 @@ class Harness:
         self.changes: list[ServicesChanged] = []
 
     def settings(self, **extra) -> dict:
-        base = {"path_probe": {"path": self.tree.path, "timeout": 2}, "interval": 0, "watch_interval": 0.1,
+        base = {"path_probe": {"enabled": True, "path": self.tree.path, "timeout": 2}, "interval": 0, "watch_interval": 0.1,
                 "health": {"enabled": False}}
         for key, value in extra.items():
             if isinstance(value, dict) and isinstance(base.get(key), dict):

@@ -174,7 +174,7 @@ def test_stopping_fails_waiting_requests_and_kills_probes(bus):
 
 def test_engine_feeds_the_checker_and_shows_health(tmp_path, monkeypatch, bus):
     tree = build_path(tmp_path)
-    settings = {"path_probe": {"path": tree.path}, "interval": 0, "watch": False, "providers": ["path"],
+    settings = {"path_probe": {"enabled": True, "path": tree.path}, "interval": 0, "watch": False, "providers": ["path"],
                 "health": {"interval": 60, "first_check_delay": 0, "timeout": 10}}
     engine = engine_mod.start(settings, bus, lambda change: None, home=str(tree.home),
                               project_root=str(tree.project), trust_box=approve_all())
@@ -189,7 +189,7 @@ def test_engine_feeds_the_checker_and_shows_health(tmp_path, monkeypatch, bus):
 def test_engine_passes_is_connected_and_spares_auto_started_servers_without_it(tmp_path, bus):
     tree = build_path(tmp_path)
     write_json(tree.home / ".cursor" / "mcp.json", {"mcpServers": {"listed": {"command": "listed-server"}}})
-    settings = {"path_probe": {"path": tree.path}, "interval": 0, "watch": False, "providers": ["path", "cursor"],
+    settings = {"path_probe": {"enabled": True, "path": tree.path}, "interval": 0, "watch": False, "providers": ["path", "cursor"],
                 "health": {"interval": 60, "first_check_delay": 0, "timeout": 10}}
 
     def start(**kw):

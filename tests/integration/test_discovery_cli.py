@@ -23,7 +23,7 @@ sys.exit(run(config=config, **args))
 
 def discover(tree, *, json_out=True, probe=True, patch=True) -> subprocess.CompletedProcess:
     args = {"home": str(tree.home), "project_root": str(tree.project), "json": json_out, "probe": probe,
-            "discovery": {"path_probe": {"path": tree.path}, "health": {"timeout": 10}}}
+            "discovery": {"path_probe": {"enabled": True, "path": tree.path}, "health": {"timeout": 10}}}
     code = SNIPPET.format(patch="from gevent import monkey; monkey.patch_all()" if patch else "")
     return subprocess.run([PYTHON, "-c", code, json.dumps(args)], cwd=ROOT, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -59,16 +59,26 @@ def test_json_report_with_health(tmp_path):
 
 def test_text_report_says_where_and_how_merged(tmp_path):
     tree = small_tree(tmp_path)
-    proc = discover(tree, json_out=False, probe=False)
+    proc = discover(tree, json_out=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    assert "echo  [stdio]  health unknown" in out
+    assert "echo  [stdio]  healthy" in out
     assert f"details from cursor: {tree.home / '.cursor' / 'mcp.json'} as 'echo'" in out
     assert f"merged from path: {tree.bin / 'mcp-server-echo'}" in out
     assert "env: ECHO_TOKEN" in out and SECRET_ENV not in out
     assert "problems:" in out and "windsurf" in out
-    # no probe: the echo server itself never ran (only its --help, which exits)
     assert list(tree.markers.iterdir()) == []
+
+
+def test_no_probe_runs_no_path_probe_and_no_health_check(tmp_path):
+    tree = small_tree(tmp_path)
+    proc = discover(tree, json_out=False, probe=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "echo  [stdio]  health unknown (not probed)" in out
+    assert f"from cursor: {tree.home / '.cursor' / 'mcp.json'} as 'echo'" in out and "from path" not in out
+    # config files are read, nothing is run: not even the PATH binaries' --help
+    assert tree.runs_of("weather-mcp") == 0 and list(tree.markers.iterdir()) == []
 
 
 def test_refuses_to_run_unpatched(tmp_path):

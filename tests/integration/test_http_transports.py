@@ -357,7 +357,7 @@ def test_dead_server_answers_request_with_error(made):
     t = StreamableHttpTransport(NAME, url, {"Authorization": f"Bearer {SECRET}"},
                                 owner.on_message, owner.on_closed, connect_timeout=2.0)
     made.append(t)
-    assert t.describe() == {"url": f"http://127.0.0.1:{port}/mcp"}
+    assert t.describe() == {"url": f"http://user:***@127.0.0.1:{port}/mcp?token=***"}
     t.send(jsonrpc.notification("notifications/initialized"))  # logged, never answered
     t.send(jsonrpc.request(7, "initialize", {"protocolVersion": LATEST, "capabilities": {}}))
     answer, before = owner.answer(7)

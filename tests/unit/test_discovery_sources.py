@@ -114,6 +114,7 @@ def test_invalid_env_value_error_never_echoes_the_value():
 def test_settings_defaults_and_overrides(tmp_path):
     s = parse({}, home=str(tmp_path), project_root=str(tmp_path / "p"))
     assert s.providers == ALL_PROVIDERS and s.store == "memory" and s.path_auto_connect is False
+    assert s.path_enabled is False  # running what PATH holds is opt-in
     assert s.path_timeout == 2.0 and s.max_file_bytes == MAX_FILE_BYTES and s.health.interval == 60.0
     s = parse({"home": "/from/settings", "store": "sqlite", "store_path": "~/x.db",
                "path_probe": {"allowlist": ["my-server"], "auto_connect": True}}, project_root="/p")
