@@ -26,6 +26,11 @@ class ServiceRecord:
     tags: frozenset = frozenset()
     auto_connect: bool = True  # this source's auto-connect policy
 
+    def __repr__(self) -> str:  # the identity is a whole launch line: it may carry a secret argument
+        from .identity import redact_identity
+        return (f"ServiceRecord(provider={self.provider!r}, file={self.file!r}, name={self.name!r}, "
+                f"identity={redact_identity(self.identity)!r})")
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderResult:
