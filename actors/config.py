@@ -20,6 +20,7 @@ DEFAULT_CONFIG = next((p for p in (Path(__file__).resolve().parent.parent / "con
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
 SERVE_TRANSPORTS = ("stdio", "http")
 MODES = ("meta", "flat")
+DEFAULT_TIMEOUT = 30.0  # seconds per request to a server, unless its config says otherwise
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # serve.allowed_hosts / allowed_origins are compared for equality: no wildcards, no paths.
@@ -70,7 +71,7 @@ class ServerConfig:
     http: HttpSpec | None = None
     enabled: bool = True
     auto_start: bool = True
-    timeout: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
     prefix: str | None = None  # None = the server's name; "" = no prefix
     max_in_flight: int = 64
     max_message_bytes: int = 16 * 1024 * 1024

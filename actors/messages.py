@@ -65,6 +65,25 @@ class Forward:
 
 
 @dataclass(frozen=True, slots=True)
+class ForwardReplied:
+    """A connection's answer to one forwarded request, told to the calling Session so that the
+    Session's own greenlet settles it (the reply callback only tells; it touches no state)."""
+
+    rid: Any  # the client's request id
+    token: int  # which forward this answers: a late answer to an id the client reused is dropped
+    outcome: Any  # the result dict or an UpstreamError
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardExpired:
+    """The calling Session's own deadline for one forwarded request has passed: whatever became
+    of the callee (crashed, dropped the message at teardown, stuck), the client gets its answer."""
+
+    rid: Any
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class CancelForward:
     """The client cancelled (or went away): cancel upstream, answer nothing more."""
 

@@ -37,8 +37,8 @@ class RelayHandlers:
         if need not in self.client_caps:
             req.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND, f"this client does not support {need}"))
             return
-        entry = self._inflight.get(req.origin_request)
-        sink = entry[1] if entry else self.notify
+        call = self._inflight.get(req.origin_request)
+        sink = call.sink if call is not None else self.notify
         if sink is None:
             req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "no open stream to the client"))
             return

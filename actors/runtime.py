@@ -12,7 +12,7 @@ from loguru import logger
 
 from .bus import BusClient, EventBus
 from .catalogue import Catalogue
-from .config import Config, ServerConfig
+from .config import DEFAULT_TIMEOUT, Config, ServerConfig
 from .messages import ApplyServers, ControlServer, GetStatus
 from .policy import Policy
 from .registry import CatalogueBox, Registry
@@ -146,6 +146,11 @@ class Runtime:
         if child.state == FAILED:
             return None, f"server {server} has failed{detail}"
         return None, f"server {server} is {child.state}{detail}"
+
+    def server_timeout(self, server: str) -> float:
+        """The server's per-request timeout (its config's), or the default for an unknown one."""
+        child = self.directory.get(server)
+        return child.config.timeout if child is not None else DEFAULT_TIMEOUT
 
     def retry_tools(self, server: str) -> bool:
         child = self.directory.get(server)

@@ -10,8 +10,8 @@ from loguru import logger
 
 from . import coretools, metatools
 from .events import ResourceUpdated, ServerLogged
-from .messages import (CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, ServerRequest,
-                       ServerRequestCancelled, UpstreamError)
+from .messages import (CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, ForwardExpired,
+                       ForwardReplied, ServerRequest, ServerRequestCancelled, UpstreamError)
 from .protocol import jsonrpc, mcp, validation
 from .forwarding import IDEMPOTENT_METHODS, Retry, progress_relay, retry_when_back
 from .metacalls import MetaCalls
@@ -24,6 +24,19 @@ LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "prompts": "notifications/prompts/list_changed"}
 _session_ids = itertools.count(1)
 BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
+# The connection's own timeout answers first (and cancels upstream); this margin on top of it
+# is the caller's net for a callee that can no longer answer at all.
+DEADLINE_MARGIN = 2.0
+
+
+class _Call:
+    """One forwarded request this Session owes exactly one answer to."""
+
+    __slots__ = ("server", "sink", "shape", "token", "ref", "retry", "timer")
+
+    def __init__(self, server, sink, shape, token, ref, retry):
+        self.server, self.sink, self.shape, self.token, self.ref, self.retry = server, sink, shape, token, ref, retry
+        self.timer = None
 
 
 class _Deferred:
@@ -46,9 +59,11 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         self.protocol_version = mcp.LATEST
         self.initialized = False
         self.mode = mode or runtime.config.serve.mode
-        # client request id → (server, sink): a cancellation reaches the right upstream, and a
-        # server→client request triggered by that call travels on the call's own stream
-        self._inflight: dict[Any, tuple] = {}
+        # client request id → _Call: a cancellation reaches the right upstream, a server→client
+        # request triggered by that call travels on the call's own stream, and the deadline
+        # this Session owns answers it if nothing else does
+        self._inflight: dict[Any, _Call] = {}
+        self._tokens = itertools.count(1)
         self._outgoing: dict[str, tuple] = {}  # our request id → (on_reply, server, upstream id)
         self._outgoing_ids = itertools.count(1)
         self._after_wait = False
@@ -98,6 +113,10 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
                 self._list_changed(lists, version)
+            case ForwardReplied(rid=rid, token=token, outcome=outcome):
+                self._settle(rid, token, outcome)
+            case ForwardExpired(rid=rid, token=token):
+                self._expire(rid, token)
             case Retry():
                 self._forward(message.rid, message.server, message.method, message.params, message.sink,
                               message.shape, message.token, retry=False)
@@ -180,10 +199,10 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             self.rt.notify_upstreams("notifications/roots/list_changed")
         elif method == "notifications/cancelled":
             rid = params.get("requestId")
-            server = (self._inflight.pop(rid, None) or (None,))[0]
-            ref = self.rt.connection(server) if server else None
-            if ref is not None:
-                ref.tell(CancelForward(self.key, rid, str(params.get("reason") or "cancelled by client")))
+            call = self._inflight.pop(rid, None) if isinstance(rid, (str, int)) else None
+            if call is not None:  # no answer is owed any more
+                _kill(call.timer)
+                _tell(call.ref, CancelForward(self.key, rid, str(params.get("reason") or "cancelled by client")))
 
     def _request(self, msg: dict, sink) -> None:
         rid, method = msg["id"], msg["method"]
@@ -327,21 +346,42 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             return
         if retry is None:
             retry = method in IDEMPOTENT_METHODS
-        inflight = self._inflight
-        inflight[rid] = (server, sink)
-        rt, me = self.rt, self.actor_ref
+        token = next(self._tokens)
+        me = self.actor_ref
 
-        def on_reply(outcome) -> None:  # runs in the connection's greenlet
-            if inflight.pop(rid, None) is None:
-                return  # the client cancelled it: no answer is owed
-            if retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
-                gevent.spawn(retry_when_back, rt, me, server, ref, outcome,
-                             Retry(rid, server, method, params, sink, shape, progress_token))
-                return
-            sink(shape(rid, outcome))
+        def on_reply(outcome) -> None:  # runs in the connection's greenlet: a tell, nothing else
+            _tell(me, ForwardReplied(rid, token, outcome))
 
+        again = Retry(rid, server, method, params, sink, shape, progress_token) if retry else None
+        call = self._inflight[rid] = _Call(server, sink, shape, token, ref, again)
+        call.timer = gevent.spawn_later(self.rt.server_timeout(server) + DEADLINE_MARGIN,
+                                        _tell, me, ForwardExpired(rid, token))
         on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
-        ref.tell(Forward(method, params, on_reply, on_progress=on_progress, origin=self.key, origin_request=rid))
+        if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.key,
+                                  origin_request=rid)):
+            self._settle(rid, token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
+                                                   server=server, link_lost=True))
+
+    def _settle(self, rid, token: int, outcome) -> None:
+        """The one answer to a forwarded request (or its retry once the server is back)."""
+        call = self._inflight.get(rid)
+        if call is None or call.token != token:
+            return  # cancelled, expired, or an answer to an earlier request that used this id
+        del self._inflight[rid]
+        _kill(call.timer)
+        if call.retry is not None and isinstance(outcome, UpstreamError) and outcome.link_lost:
+            gevent.spawn(retry_when_back, self.rt, self.actor_ref, call.server, call.ref, outcome, call.retry)
+            return
+        call.sink(call.shape(rid, outcome))
+
+    def _expire(self, rid, token: int) -> None:
+        call = self._inflight.get(rid)
+        if call is None or call.token != token:
+            return
+        waited = self.rt.server_timeout(call.server) + DEADLINE_MARGIN
+        _tell(call.ref, CancelForward(self.key, rid, "troupe's deadline passed"))
+        self._settle(rid, token, UpstreamError(
+            jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s", server=call.server))
 
     # ---------------------------------------------------------------- resources and prompts
 
@@ -402,15 +442,25 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             self.notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))
 
     def _cancel_all(self, reason: str) -> None:
-        servers = {server for server, _ in self._inflight.values()}
-        self._inflight.clear()
-        for server in servers:
-            ref = self.rt.connection(server)
-            if ref is not None:
-                try:
-                    ref.tell(CancelForward(self.key, None, reason))
-                except pykka.ActorDeadError:
-                    pass
+        calls, self._inflight = list(self._inflight.values()), {}
+        for call in calls:
+            _kill(call.timer)
+        for ref in {call.ref for call in calls}:
+            _tell(ref, CancelForward(self.key, None, reason))
+
+
+def _tell(ref, message) -> bool:
+    """Every tell to another actor is guarded: a dead callee is an outcome, not a crash."""
+    try:
+        ref.tell(message)
+        return True
+    except pykka.ActorDeadError:
+        return False
+
+
+def _kill(timer) -> None:
+    if timer is not None:
+        timer.kill(block=False)
 
 
 _METHODS = {

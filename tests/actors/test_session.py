@@ -1,0 +1,90 @@
+"""The Session owns "exactly one answer": its deadline answers what a dead or crashed callee
+never will, and a tell to a dead connection is an answer, not a crash (the two failures
+reproduced against the real classes)."""
+from __future__ import annotations
+
+import time
+
+import gevent
+import pykka
+import pytest
+
+from actors import config
+from actors.connection import Connection
+from actors.forwarding import Retry
+from actors.messages import ClientMessage
+from actors.replies import passthrough
+from actors.runtime import Runtime
+from actors.session import DEADLINE_MARGIN, Session
+from tests.support import PYTHON, ROOT, wait_until
+
+TIMEOUT = 1.0  # the echo server's per-request timeout in these tests
+
+
+class _Poison:
+    """Makes the connection crash a moment after it starts handling it."""
+
+
+class _Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def runtime():
+    cfg = config.from_data({"servers": [{"name": "echo", "timeout": TIMEOUT, "transport": {"type": "stdio", "stdio": {
+        "command": PYTHON, "args": ["-m", "tests.servers.echo"], "work_dir": str(ROOT)}},
+        "restart": {"min_backoff": 0.05, "max_backoff": 0.1}}],
+        "serve": {"mode": "flat"}, "discovery": {"enabled": False}})
+    rt = Runtime(cfg).start()
+    wait_until(lambda: rt.connection("echo") is not None, 15, message="echo ready")
+    yield rt
+    rt.stop()
+    pykka.ActorRegistry.stop_all()
+
+
+def _session(rt):
+    answers: list = []
+    session = Session.start(rt, notify=None, key="test", mode="flat")
+    return session, answers
+
+
+def test_a_forward_queued_behind_a_crash_is_answered_by_the_sessions_deadline(runtime, monkeypatch):
+    original = Connection.on_receive
+
+    def on_receive(self, message):
+        if isinstance(message, _Poison):
+            gevent.sleep(0.2)  # long enough for the Forward to queue up behind this message
+            raise _Boom("connection bug")
+        return original(self, message)
+    monkeypatch.setattr(Connection, "on_receive", on_receive)
+    session, answers = _session(runtime)
+    conn = runtime.connection("echo")
+    conn.tell(_Poison())
+    began = time.monotonic()
+    session.tell(ClientMessage({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                "params": {"name": "echo__echo", "arguments": {"text": "hi"}}}, answers.append))
+    wait_until(lambda: answers, TIMEOUT + DEADLINE_MARGIN + 5, message="the one answer")
+    waited = time.monotonic() - began
+    assert len(answers) == 1 and answers[0]["id"] == 7
+    text = answers[0]["result"]["content"][0]["text"] if "result" in answers[0] else answers[0]["error"]["message"]
+    assert "echo" in text
+    assert waited < TIMEOUT + DEADLINE_MARGIN + 2
+    # the crashed connection is replaced and the session still works
+    wait_until(lambda: runtime.connection("echo") not in (None, conn), 15, message="echo restarted")
+    session.tell(ClientMessage({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                                "params": {"name": "echo__echo", "arguments": {"text": "again"}}}, answers.append))
+    wait_until(lambda: len(answers) == 2, 10, message="second answer")
+    assert answers[1]["result"]["content"][0]["text"] == "again"
+    session.stop()
+
+
+def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_lives(runtime, monkeypatch):
+    session, answers = _session(runtime)
+    dead = runtime.connection("echo")
+    dead.stop()  # the supervisor may not have heard yet: the session still finds this ref
+    monkeypatch.setattr(runtime, "connection_or_status", lambda server: (dead, ""))
+    session.tell(Retry(3, "echo", "resources/read", {"uri": "x:y"}, answers.append, passthrough(), None))
+    wait_until(lambda: answers, 5, message="an answer for the retry")
+    assert answers[0]["id"] == 3 and "went away" in answers[0]["error"]["message"]
+    assert session.is_alive()
+    session.stop()
