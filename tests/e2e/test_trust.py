@@ -14,7 +14,7 @@ import yaml
 
 from tests.servers.rug_pull import HONEST, POISONED
 from tests.support import PYTHON, ROOT, wait_until
-from tests.support.troupe import Troupe, TroupeHttp, json_of, server, text_of
+from tests.support.troupe import Troupe, TroupeHttp, json_of, server, text_of, write_config
 
 MARKER_WAIT = 10.0  # the bar: no unapproved command has run after this long
 
@@ -178,10 +178,7 @@ def test_client_admin_turns_the_operator_tools_back_on(project, tmp_path):
 
 
 def test_a_changed_tool_is_withheld_until_approved(tmp_path):
-    cfg = tmp_path / "troupe.yaml"
-    cfg.write_text(yaml.safe_dump({"servers": [server("rug", "tests.servers.rug_pull")],
-                                   "serve": {"startup_wait": 15, "mode": "flat"},
-                                   "discovery": {"enabled": False}}))
+    cfg = write_config(tmp_path, [server("rug", "tests.servers.rug_pull")], mode="flat")
     troupe = Troupe(cfg)
     try:
         troupe.initialize()
@@ -219,10 +216,7 @@ def test_a_changed_tool_is_withheld_until_approved(tmp_path):
 
 
 def test_a_server_cannot_reach_a_client_that_is_not_calling_it(tmp_path):
-    cfg = tmp_path / "troupe.yaml"
-    cfg.write_text(yaml.safe_dump({"servers": [server("rug", "tests.servers.rug_pull")],
-                                   "serve": {"startup_wait": 15, "mode": "flat"},
-                                   "discovery": {"enabled": False}}))
+    cfg = write_config(tmp_path, [server("rug", "tests.servers.rug_pull")], mode="flat")
     troupe = Troupe(cfg)
     try:
         troupe.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
