@@ -15,7 +15,7 @@ from .messages import DropServer, PublishServer
 from .trust.keeper import TrustBox
 from .trust.ledger import KINDS, Pinned
 from .trust.messages import PinFirstSight, ReportWithheld, TrustChanged
-from .trust.pinning import screen
+from .trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
 
@@ -46,7 +46,7 @@ class Registry(pykka.ThreadingActor):
         super().__init__()
         self.box, self.bus, self.separator = box, bus, separator
         self.trust, self.keeper = trust_box or TrustBox(), keeper
-        self._published: dict[str, PublishServer] = {}  # as listed, before screening
+        self._published: dict[str, tuple] = {}  # server → (PublishServer as listed, its digests)
         self._first_sight: dict[str, object] = {}  # identity → pins told to the keeper, until its snapshot has them
         self._lists: dict[str, ServerLists] = {}
         self._changed: set[str] = set()
@@ -55,12 +55,13 @@ class Registry(pykka.ThreadingActor):
     def on_receive(self, message):
         match message:
             case PublishServer():
-                self._published[message.server] = message
-                self._mark(self._screen(message, report=True))
+                sums = digests({"tools": message.tools, "prompts": message.prompts}) if message.pin else None
+                self._published[message.server] = (message, sums)
+                self._mark(self._screen(message, sums, report=True))
             case TrustChanged():
                 changed: set[str] = set()
-                for published in list(self._published.values()):
-                    changed |= self._screen(published, report=False)
+                for published, sums in list(self._published.values()):
+                    changed |= self._screen(published, sums, report=False)
                 self._mark(changed)
             case DropServer(server=server):
                 self._published.pop(server, None)
@@ -73,7 +74,7 @@ class Registry(pykka.ThreadingActor):
             case _:
                 logger.warning("registry: unknown message {!r}", message)
 
-    def _screen(self, msg: PublishServer, report: bool) -> set[str]:
+    def _screen(self, msg: PublishServer, sums, report: bool) -> set[str]:
         """Rebuild one server's ServerLists from its listing and its pins; returns what changed."""
         snapshot = self.trust.current
         pinned = snapshot.pins.get(msg.identity)
@@ -81,7 +82,7 @@ class Registry(pykka.ThreadingActor):
             self._first_sight.pop(msg.identity, None)
         else:
             pinned = self._first_sight.get(msg.identity)  # told, not yet in a snapshot
-        result = screen({"tools": msg.tools, "prompts": msg.prompts}, pinned, msg.pin and bool(msg.identity))
+        result = screen({"tools": msg.tools, "prompts": msg.prompts}, pinned, msg.pin and bool(msg.identity), sums)
         if result.first_sight is not None and self.keeper is not None:
             self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
                                                        for k in KINDS))

@@ -14,6 +14,9 @@ from .ledger import Ledger, LedgerError, TrustSnapshot
 from .messages import Decide, PinFirstSight, ReportWithheld, TrustChanged, WatchTrust
 
 POLL_INTERVAL = 1.0  # seconds between stats of the file: `troupe approve` is seen within ~1 s
+# First-sight pins and withheld sets are written together after this delay: 50 servers
+# arriving at start-up cost one rewrite of the file, not 50.
+WRITE_DELAY = 0.2
 
 
 class TrustBox:
@@ -26,6 +29,11 @@ class TrustBox:
 @dataclass(frozen=True, slots=True)
 class _Poll:
     """Look at the file's stamp (from the poll greenlet)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Flush:
+    """Write the changes gathered since the last write (from the write timer)."""
 
 
 class TrustKeeper(pykka.ThreadingActor):
@@ -49,6 +57,9 @@ class TrustKeeper(pykka.ThreadingActor):
         self._version = 0
         self._watchers: list[pykka.ActorRef] = []
         self._poller: gevent.Greenlet | None = None
+        self._queued: dict[tuple, object] = {}  # (what, identity) → change(data), written at the next flush
+        self._flush_timer: gevent.Greenlet | None = None
+        self._unwritten: dict[str, object] = {}  # identity → withheld set queued, not yet in the snapshot
 
     def on_start(self) -> None:
         self._reload()
@@ -58,6 +69,9 @@ class TrustKeeper(pykka.ThreadingActor):
     def on_stop(self) -> None:
         if self._poller is not None:
             self._poller.kill(block=False)
+        if self._flush_timer is not None:
+            self._flush_timer.kill(block=False)
+        self._flush()  # pins seen this run are kept
 
     def _poll_loop(self) -> None:
         while True:
@@ -71,12 +85,15 @@ class TrustKeeper(pykka.ThreadingActor):
         match message:
             case _Poll():
                 self._reload()
+            case _Flush():
+                self._flush_timer = None
+                self._flush()
             case WatchTrust(ref=ref):
                 self._watchers.append(ref)
             case Decide():
                 self._decide(message)
             case PinFirstSight(identity=identity, name=name, items=items):
-                self._write(lambda data: ledger.pin_first_sight(data, identity, name, items))
+                self._queue(("pin", identity), lambda data: ledger.pin_first_sight(data, identity, name, items))
             case ReportWithheld():
                 self._withheld(message)
             case _:
@@ -84,7 +101,29 @@ class TrustKeeper(pykka.ThreadingActor):
 
     # ---------------------------------------------------------------- file
 
+    def _queue(self, key: tuple, change) -> None:
+        self._queued[key] = change
+        if self._flush_timer is None:
+            self._flush_timer = gevent.spawn_later(WRITE_DELAY, self._tell_flush)
+
+    def _tell_flush(self) -> None:
+        try:
+            self.actor_ref.tell(_Flush())
+        except pykka.ActorDeadError:
+            pass
+
+    def _flush(self) -> None:
+        if not self._queued:
+            return
+        changes, self._queued, self._unwritten = list(self._queued.values()), {}, {}
+        try:
+            self._write(lambda data: [change(data) for change in changes])
+        except Exception:
+            pass  # logged by _write; the registry keeps screening with what it told us
+
     def _reload(self) -> None:
+        if self._queued:
+            return  # our own changes go first; the next poll reads what others wrote on top
         try:
             stamp = self.ledger.stamp()
             if stamp == self._stamp and self._version:
@@ -119,6 +158,7 @@ class TrustKeeper(pykka.ThreadingActor):
     # ---------------------------------------------------------------- operator acts
 
     def _decide(self, msg: Decide) -> None:
+        self._flush()  # what was seen before the decision is in the file before it
         try:
             entry = self._write(lambda data: dict(ledger.decide(data, msg.identity, msg.name, msg.decision,
                                                                 msg.provenance, msg.launch)))
@@ -131,17 +171,17 @@ class TrustKeeper(pykka.ThreadingActor):
         msg.reply.set(entry)
 
     def _withheld(self, msg: ReportWithheld) -> None:
-        before = self.box.current.withheld.get(msg.identity) or {}
+        # what was last reported counts, written yet or not: the same set is announced once
+        before = self._unwritten.get(msg.identity) or self.box.current.withheld.get(msg.identity) or {}
         fresh = [(kind, item, change) for kind, items in msg.withheld.items() for item, change in items.items()
                  if (before.get(kind) or {}).get(item, {}).get("digest") != change["digest"]]
         gone = any(item not in (msg.withheld.get(kind) or {}) for kind in ledger.KINDS
                    for item in (before.get(kind) or {}))
         if not fresh and not gone:
             return  # transitions only: the same withheld set is neither rewritten nor announced
-        try:
-            self._write(lambda data: ledger.withhold(data, msg.identity, msg.name, msg.withheld))
-        except Exception:
-            return  # logged by _write; the registry withholds regardless
+        self._unwritten[msg.identity] = msg.withheld
+        self._queue(("withheld", msg.identity), lambda data: ledger.withhold(data, msg.identity, msg.name,
+                                                                           msg.withheld))
         for kind, item, change in fresh:
             logger.bind(server=msg.name).warning("{} {!r} is {}; withheld until `troupe approve {}`",
                                                  kind[:-1], item, change["kind"], msg.name)

@@ -27,14 +27,23 @@ def _name(item) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def screen(lists: Mapping[str, tuple], pinned: Pinned | None, pin: bool) -> Screened:
-    """lists: kind → definitions as listed. With no pin yet, everything is shown and pinned
-    now (trust on first sight of an approved or configured server); afterwards a definition
-    whose digest differs from its pin, or one never pinned, is withheld."""
+def digests(lists: Mapping[str, tuple]) -> dict[str, tuple]:
+    """kind → the digest of each listed item, in order: computed once per listing, so screening
+    it again after an approval costs dictionary lookups only."""
+    return {k: tuple(dg.digest(k, item) for item in lists.get(k, ())) for k in KINDS}
+
+
+def screen(lists: Mapping[str, tuple], pinned: Pinned | None, pin: bool,
+           sums: Mapping[str, tuple] | None = None) -> Screened:
+    """lists: kind → definitions as listed (sums: their digests, see `digests`). With no pin
+    yet, everything is shown and pinned now (trust on first sight of an approved or
+    configured server); afterwards a definition whose digest differs from its pin, or one
+    never pinned, is withheld."""
     if not pin:
         return Screened(MappingProxyType({k: tuple(lists.get(k, ())) for k in KINDS}), MappingProxyType({}))
+    sums = sums if sums is not None else digests(lists)
     if pinned is None:
-        first = {k: {n: (dg.digest(k, item), dg.essence(k, item)) for item in lists.get(k, ())
+        first = {k: {n: (d, dg.essence(k, item)) for item, d in zip(lists.get(k, ()), sums[k])
                      if (n := _name(item))} for k in KINDS}
         return Screened(MappingProxyType({k: tuple(lists.get(k, ())) for k in KINDS}), MappingProxyType({}),
                         MappingProxyType(first))
@@ -42,12 +51,11 @@ def screen(lists: Mapping[str, tuple], pinned: Pinned | None, pin: bool) -> Scre
     for kind in KINDS:
         pins = pinned.of(kind)
         keep, held = [], {}
-        for item in lists.get(kind, ()):
+        for item, d in zip(lists.get(kind, ()), sums[kind]):
             name = _name(item)
             if name is None:
                 keep.append(item)  # the catalogue drops nameless items itself
                 continue
-            d = dg.digest(kind, item)
             before = pins.get(name)
             if before is not None and before[0] == d:
                 keep.append(item)
