@@ -23,7 +23,7 @@ INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeo
 DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
 CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits this long for a person
 # Server→client requests troupe relays, and the client capability each needs.
-RELAYED = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
+RELAYED = mcp.RELAYED_REQUESTS
 
 
 def make_transport(config: ServerConfig, on_message, on_closed):

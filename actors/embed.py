@@ -13,6 +13,7 @@ import gevent.event
 import gevent.pool
 from loguru import logger
 
+from .protocol import mcp
 from .trust.provenance import PENDING as PENDING_APPROVAL, REGISTERED
 
 REQUIRED_PATCHES = ("threading", "queue", "socket")
@@ -134,7 +135,7 @@ class Troupe:
         self._stopped = False
         self._session = Session.start(runtime, notify=None, key="embedded", mode="flat")
         try:
-            self._request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+            self._request("initialize", {"protocolVersion": mcp.LATEST, "capabilities": {},
                                          "clientInfo": {"name": "troupe-embedded", "version": "1"}}, LOCAL_TIMEOUT)
         except BaseException:
             self._session.stop(block=False)

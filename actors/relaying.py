@@ -6,12 +6,12 @@ from loguru import logger
 
 from .events import ServerLogged
 from .messages import Forward, ServerRequest, UpstreamError
-from .protocol import jsonrpc
+from .protocol import jsonrpc, mcp
 from .replies import ignore, passthrough
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS = mcp.LOG_LEVELS
 # The client capability each relayed server→client request needs.
-NEEDS = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
+NEEDS = mcp.RELAYED_REQUESTS
 
 
 class RelayHandlers:

@@ -14,6 +14,7 @@ from .bus import BusClient, EventBus
 from .catalogue import Catalogue
 from .config import DEFAULT_TIMEOUT, Config, ServerConfig
 from .messages import ApplyServers, ControlServer, GetStatus
+from .protocol import mcp
 from .policy import Policy
 from .registry import CatalogueBox, Registry
 from .supervisor import CALLABLE_STATES, BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
@@ -21,7 +22,6 @@ from .trust import ledger
 from .trust.keeper import TrustBox, TrustKeeper
 from .trust.messages import Decide, WatchTrust
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
 STOP_DEADLINE = 4.5
 
@@ -167,7 +167,7 @@ class Runtime:
 
     # ---------------------------------------------------------------- sessions and relaying
 
-    RELAY_CAPABILITIES = ("sampling", "elicitation", "roots")
+    RELAY_CAPABILITIES = mcp.RELAY_CAPABILITIES
 
     def set_upstream_capabilities(self, client_caps: dict | None) -> None:
         """What upstreams are told the client supports: the relayable part of `client_caps`
@@ -222,7 +222,7 @@ class Runtime:
             self._log_levels.pop(session, None)
         else:
             self._log_levels[session] = level
-        wanted = min(self._log_levels.values(), key=LOG_LEVELS.index, default=None)
+        wanted = min(self._log_levels.values(), key=mcp.LOG_LEVELS.index, default=None)
         if wanted is None or wanted == self.shared.get("log_level"):
             return
         self.shared["log_level"] = wanted

@@ -11,7 +11,7 @@ import gevent.monkey
 import pykka
 
 from ..bus import BusClient, EventBus
-from ..health import HealthChecker
+from .health import HealthChecker
 from .engine import DiscoveryEngine
 from .messages import CheckHealth, RunDiscovery
 from .settings import parse

@@ -16,7 +16,7 @@ from loguru import logger
 
 from ..bus import BusClient
 from ..events import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
-from ..health import HealthChecker
+from .health import HealthChecker
 from . import registration
 from .identity import which_on
 from .merge import Service, assign_names, diff, merge, summary

@@ -9,6 +9,13 @@ SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 CLIENT_INFO = {"name": "troupe", "version": __version__}
 SERVER_INFO = {"name": "troupe", "title": "troupe MCP aggregator", "version": __version__}
 
+# logging/setLevel's levels, least to most severe (RFC 5424 order).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+# Server→client requests troupe relays, and the client capability each one needs.
+RELAYED_REQUESTS = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
+                    "roots/list": "roots"}
+RELAY_CAPABILITIES = tuple(dict.fromkeys(RELAYED_REQUESTS.values()))
+
 LIST_METHODS = {
     "tools": ("tools/list", "tools"),
     "resources": ("resources/list", "resources"),

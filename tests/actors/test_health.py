@@ -16,7 +16,7 @@ from actors.config import ServerConfig, StdioSpec  # noqa: E402
 from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import ListServices, RunDiscovery  # noqa: E402
 from actors.discovery.probe import probe  # noqa: E402
-from actors.health import CheckHealth, GetHealth, HealthChecker, SetServices  # noqa: E402
+from actors.discovery.health import CheckHealth, GetHealth, HealthChecker, SetServices  # noqa: E402
 from tests.support import PYTHON, ROOT, wait_until  # noqa: E402
 from tests.unit.test_discovery_fixtures import build_path, write_json  # noqa: E402
 

@@ -12,12 +12,12 @@ import gevent.pool
 import pykka
 from loguru import logger
 
-from .bus import BusClient
-from .config import ServerConfig
-from .discovery.messages import CheckHealth, GetHealth, SetServices, fail, resolve
-from .discovery.probe import probe as default_probe
-from .events import HealthChanged
-from .trust import provenance as trust
+from ..bus import BusClient
+from ..config import ServerConfig
+from .messages import CheckHealth, GetHealth, SetServices, fail, resolve
+from .probe import probe as default_probe
+from ..events import HealthChanged
+from ..trust import provenance as trust
 
 __all__ = ["HealthChecker", "CheckHealth", "GetHealth", "SetServices"]
 
