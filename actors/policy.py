@@ -6,8 +6,6 @@ from dataclasses import dataclass, replace
 
 from .config import ServerConfig
 
-PERMANENT, TRANSIENT, TEMPORARY = "permanent", "transient", "temporary"
-
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -40,9 +38,8 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class ChildSpec:
-    """One supervised connection: what to start and how to treat its exits."""
+    """One supervised connection: what to start. Every connection is permanent: it is
+    restarted after any exit until its circuit opens (stopping it is an operator act)."""
 
     id: str
     config: ServerConfig
-    restart: str = PERMANENT
-    shutdown_timeout: float = 4.0

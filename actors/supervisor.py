@@ -17,7 +17,7 @@ from .connection import Connection, make_transport
 from .events import CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted, ServerStateChanged, StartupSettled
 from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                        ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
-from .policy import TEMPORARY, ChildSpec, Policy
+from .policy import ChildSpec, Policy
 from .stats import ServerStats
 from .events import ApprovalAwaited
 from .messages import DescribeLaunch, LaunchFacts
@@ -250,9 +250,7 @@ class Supervisor(pykka.ThreadingActor):
         while child.failures and now - child.failures[0] > child.policy.period:
             child.failures.popleft()
         child.settled = True
-        if child.spec.restart == TEMPORARY:
-            self._set_state(child, FAILED, msg.reason)
-        elif len(child.failures) > child.policy.intensity:
+        if len(child.failures) > child.policy.intensity:
             self._set_state(child, FAILED, f"circuit open after {len(child.failures)} failures in "
                                            f"{child.policy.period:g}s; last: {msg.reason}")
             self.bus.publish(CircuitOpened(child.config.name, len(child.failures), msg.reason))
