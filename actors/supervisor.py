@@ -188,6 +188,8 @@ class Supervisor(pykka.ThreadingActor):
             elif verdict != trust.ALLOWED and child.state not in (PENDING_APPROVAL, DENIED):
                 self._stop_child(child, "approval withdrawn")
                 self._gate(child)
+            elif verdict != trust.ALLOWED and child.state != verdict:  # a waiting server denied, or back
+                self._gate(child)
         self._check_settled()
 
     def _launch_facts(self, child: Child) -> LaunchFacts:

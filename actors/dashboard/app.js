@@ -1,4 +1,5 @@
-// troupe dashboard: the status report from /status, live changes from /events (SSE); no polling.
+// troupe dashboard: the status report from /status, what waits for the operator from /api/approvals,
+// live changes from /events (SSE); no polling.
 "use strict";
 (() => {
   const TOKEN_KEY = "troupe-token";
@@ -7,11 +8,17 @@
   const $ = (id) => document.getElementById(id);
   const meta = document.querySelector('meta[name="troupe-event-kinds"]');
   const KINDS = (meta ? meta.content : "").split(",").filter((k) => /^[A-Za-z]+$/.test(k));
+  // Events after which what waits for approval may have changed.
+  const APPROVAL_EVENTS = new Set(["ApprovalAwaited", "ApprovalDecided", "ToolDefinitionChanged",
+    "ServerStateChanged"]);
+  const PENDING = "pending-approval", DENIED = "denied";
 
   let status = null;
   let source = null;
   let refreshTimer = null;
+  let approvalsWanted = false;
   let fetchSeq = 0, appliedSeq = 0;  // responses may overtake each other: keep only the newest
+  let approvalSeq = 0, approvalApplied = 0;
   const rows = new Map();
   const seen = new Set();
 
@@ -77,9 +84,15 @@
     return true;
   }
 
-  function scheduleRefresh() {
+  // `approvals`: the waiting list may have changed too (it is fetched with the same burst delay).
+  function scheduleRefresh(approvals) {
+    if (approvals) approvalsWanted = true;
     if (refreshTimer) return;
-    refreshTimer = setTimeout(() => { refreshTimer = null; refresh(); }, REFRESH_DELAY_MS);
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      refresh();
+      if (approvalsWanted) { approvalsWanted = false; refreshApprovals(); }
+    }, REFRESH_DELAY_MS);
   }
 
   function render() {
@@ -133,7 +146,8 @@
     const where = s.pid ? "pid " + s.pid : (s.url || launchLine(s.launch) || "–");
     const errors = (s.errors || 0) + (s.timeouts ? " / " + s.timeouts + " t/o" : "");
     tr.replaceChildren(
-      el("td", {}, el("strong", {}, s.name), el("span", { class: "sub" }, s.source || "")),
+      el("td", {}, el("strong", {}, s.name), provenanceBadge(s.provenance),
+        el("span", { class: "sub" }, s.source || "")),
       el("td", {}, el("span", { class: "badge " + s.state }, s.state),
         el("span", { class: "sub since" }, ago(s.since) + " ago")),
       el("td", {}, s.transport),
@@ -158,9 +172,21 @@
 
   const fmtMs = (v) => (v >= 100 ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2));
 
+  // Provenance is one of troupe's own words; anything else still shows, as text, unstyled.
+  function provenanceBadge(p) {
+    if (!p) return null;
+    const known = /^[a-z]+$/.test(p) ? " prov-" + p : "";
+    return el("span", { class: "prov" + known, title: "provenance: where this server came from" }, p);
+  }
+
   function actionsFor(s) {
     const out = [];
-    if (s.enabled === false) {
+    // Restart/start are refused for these by the supervisor: only an operator's decision moves them.
+    if (s.state === PENDING) {
+      out.push(decisionButton("Approve", s.name, "approve"), decisionButton("Deny", s.name, "deny"));
+    } else if (s.state === DENIED) {
+      out.push(decisionButton("Approve", s.name, "approve"));
+    } else if (s.enabled === false) {
       out.push(button("Enable", s.name, "enable"));
     } else {
       out.push(button("Restart", s.name, "restart"));
@@ -171,14 +197,22 @@
 
   function button(label, name, action) {
     const b = el("button", { type: "button", "data-action": action }, label);
-    b.addEventListener("click", () => control(b, name, action));
+    b.addEventListener("click", () => control([b], "/api/servers/", name, action));
     return b;
   }
 
-  async function control(btn, name, action) {
-    btn.disabled = true;
+  // An operator's decision: the same routes (and token) as `troupe approve|deny NAME`.
+  function decisionButton(label, name, action, group) {
+    const b = el("button", { type: "button", "data-action": action, class: "decide " + action }, label);
+    b.addEventListener("click", () => control(group ? [...group.querySelectorAll("button")] : [b],
+      "/api/approvals/", name, action));
+    return b;
+  }
+
+  async function control(buttons, prefix, name, action) {
+    for (const b of buttons) b.disabled = true;
     try {
-      const resp = await fetch("/api/servers/" + encodeURIComponent(name) + "/" + action,
+      const resp = await fetch(prefix + encodeURIComponent(name) + "/" + action,
         { method: "POST", headers: authHeaders() });
       if (resp.status === 401) { askToken("that token was refused"); return; }
       const body = await resp.json().catch(() => ({}));
@@ -187,9 +221,97 @@
     } catch (err) {
       notice(action + " " + name + ": " + err.message, true);
     } finally {
-      btn.disabled = false;
-      scheduleRefresh();
+      for (const b of buttons) b.disabled = false;
+      scheduleRefresh(true);
     }
+  }
+
+  // ------------------------------------------------------------------ approvals
+
+  async function refreshApprovals() {
+    const seq = ++approvalSeq;
+    let resp;
+    try {
+      resp = await fetch("/api/approvals", { headers: authHeaders(), cache: "no-store" });
+    } catch (_) {
+      return;  // /status reports an unreachable troupe already
+    }
+    if (resp.status === 401) { askToken(token() ? "that token was refused" : ""); return; }
+    if (resp.status === 404) { renderApprovals([]); return; }  // a troupe without the trust routes
+    if (!resp.ok) { notice("/api/approvals answered " + resp.status, true, "approvals"); return; }
+    const body = await resp.json().catch(() => null);
+    if (seq < approvalApplied || !body) return;
+    approvalApplied = seq;
+    if ($("notice").dataset.from === "approvals") notice("");
+    renderApprovals(Array.isArray(body.approvals) ? body.approvals : []);
+  }
+
+  // One card per server: its launch line if it waits itself, and every withheld tool or prompt.
+  function renderApprovals(list) {
+    const panel = $("approvals");
+    const cards = new Map();
+    for (const r of list) {
+      if (!r || typeof r.name !== "string") continue;
+      if (!cards.has(r.name)) cards.set(r.name, { server: null, items: [], provenance: r.provenance });
+      const card = cards.get(r.name);
+      if (r.what === "server") card.server = r;
+      else card.items.push(r);
+    }
+    const box = $("approval-cards");
+    box.replaceChildren(...[...cards].map(([name, c]) => approvalCard(name, c)));
+    panel.hidden = cards.size === 0;
+    const servers = [...cards.values()].filter((c) => c.server).length;
+    const items = [...cards.values()].reduce((n, c) => n + c.items.length, 0);
+    const bits = [];
+    if (servers) bits.push(servers + (servers === 1 ? " server" : " servers"));
+    if (items) bits.push(items + (items === 1 ? " changed definition" : " changed definitions"));
+    $("approval-count").textContent = bits.join(" · ");
+  }
+
+  function approvalCard(name, c) {
+    const card = el("div", { class: "card" + (c.server ? " server" : " items") });
+    card.dataset.server = name;
+    const head = el("div", { class: "card-head" }, el("strong", { class: "name" }, name),
+      provenanceBadge(c.provenance),
+      el("span", { class: "muted" }, c.server ? "server waits to be run" : "changed definitions withheld"));
+    card.append(head);
+    if (c.server) {
+      const dl = el("dl");
+      dl.append(el("dt", {}, "From"), el("dd", { class: "file" }, c.server.file || "–"));
+      const l = c.server.launch;  // the redacted line; launch facts (an object) only from an older troupe
+      dl.append(el("dt", {}, "Runs"), el("dd", {}, el("pre", { class: "launch" },
+        (typeof l === "string" ? l : launchLine(l)) || "–")));
+      card.append(dl);
+    }
+    if (c.items.length) {
+      const ul = el("ul", { class: "items" });
+      for (const r of c.items) {
+        const li = el("li", {}, el("span", { class: "what" }, r.what || "item"), " ",
+          el("strong", { class: "item" }, r.item || ""), " ",
+          el("span", { class: "change " + (r.change === "new" ? "new" : "changed") }, r.change || "changed"));
+        li.dataset.item = r.item || "";
+        if (r.diff) li.append(diffBlock(r.diff));
+        ul.append(li);
+      }
+      card.append(ul);
+    }
+    const actions = el("div", { class: "card-actions" });
+    actions.append(decisionButton(c.server ? "Approve" : "Approve " + (c.items.length === 1 ? "the change"
+      : "all " + c.items.length + " changes"), name, "approve", actions));
+    if (c.server) actions.append(decisionButton("Deny", name, "deny", actions));
+    card.append(actions);
+    return card;
+  }
+
+  // A unified diff, line by line, each a text node inside a span: never parsed as markup.
+  function diffBlock(diff) {
+    const pre = el("pre", { class: "diff" });
+    for (const line of String(diff).split("\n")) {
+      const cls = line.startsWith("+++") || line.startsWith("---") ? "file"
+        : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+      pre.append(el("span", cls ? { class: cls } : {}, line + "\n"));
+    }
+    return pre;
   }
 
   function renderDiscovery() {
@@ -239,6 +361,10 @@
       case "CircuitOpened": return [who, "circuit open after " + e.failures + " failures: " + e.reason];
       case "ToolsChanged": return ["", (e.lists || []).join(", ") + " changed (v" + e.version + ")"];
       case "HealthChanged": return [who, (e.healthy ? "healthy" : "unhealthy") + (e.reason ? ": " + e.reason : "")];
+      case "ApprovalAwaited": return [who, e.provenance + " server waits for approval" + (e.file ? " (" + e.file + ")" : "")];
+      case "ApprovalDecided": return [who, e.decision + " by the operator"];
+      case "ToolDefinitionChanged": return [who, (e.listing || "").replace(/s$/, "") + " " + e.item + " " + e.change
+        + ", withheld until approved"];
       case "ConfigReloaded": return ["", ["added", "changed", "removed"]
         .map((k) => k + ": " + ((e[k] || []).join(", ") || "–")).join(" · ")];
       default: {
@@ -253,12 +379,14 @@
     if (e.type === "ServerDisconnected" || e.type === "CircuitOpened") return "bad";
     if (e.type === "HealthChanged") return e.healthy ? "good" : "bad";
     if (e.type === "ServerStateChanged") return e.new === "ready" ? "good" : (["failed", "backoff"].includes(e.new) ? "bad" : "");
+    if (e.type === "ApprovalAwaited" || e.type === "ToolDefinitionChanged") return "wait";
+    if (e.type === "ApprovalDecided") return e.decision === "approved" ? "good" : "bad";
     return e.type === "ServerConnected" ? "good" : "";
   }
 
   function addEvent(e) {
     // /events replays recent history on every (re)connect: show each event once.
-    const key = [e.type, e.at, e.server || e.service || "", e.new || ""].join("|");
+    const key = [e.type, e.at, e.server || e.service || "", e.new || "", e.item || ""].join("|");
     if (seen.has(key)) return false;
     seen.add(key);
     const [who, detail] = describe(e);
@@ -276,13 +404,14 @@
     let e;
     try { e = JSON.parse(msg.data); } catch (_) { return; }
     if (!addEvent(e)) return;
+    const approvals = APPROVAL_EVENTS.has(e.type);
     // Show a state change at once (the full report follows), so short states are never missed.
     if (e.type === "ServerStateChanged" && status) {
       const s = status.servers.find((x) => x.name === e.server);
       if (s) { s.state = e.new; s.since = e.at; s.last_error = ["failed", "backoff", "degraded"].includes(e.new) ? e.reason : null;
         renderHeader(); renderServers(); }
     }
-    scheduleRefresh();
+    scheduleRefresh(approvals);
   }
 
   function connect() {
@@ -291,7 +420,7 @@
     source = new EventSource(url);
     for (const kind of KINDS) source.addEventListener(kind, onEvent);
     source.onmessage = onEvent;
-    source.onopen = () => { setLive("live", "on"); refresh(); };
+    source.onopen = () => { setLive("live", "on"); refresh(); refreshApprovals(); };
     source.onerror = () => {
       setLive("reconnecting…", "off");
       // The browser retries by itself unless the stream was refused (CLOSED): then we retry.
@@ -327,7 +456,7 @@
   });
 
   async function start() {
-    if (await refresh()) connect();
+    if (await refresh()) { refreshApprovals(); connect(); }
   }
 
   // Relative times ("12s ago") tick locally; nothing here asks the server.
@@ -341,7 +470,7 @@
   }, 1000);
 
   // Call counters change without events: catch up whenever the operator comes back to the tab.
-  document.addEventListener("visibilitychange", () => { if (!document.hidden && status) scheduleRefresh(); });
+  document.addEventListener("visibilitychange", () => { if (!document.hidden && status) scheduleRefresh(true); });
 
   start();
 })();

@@ -61,6 +61,8 @@ def make_control(runtime):
             return _json(runtime.control(action, name))
         except KeyError:
             return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
+        except PermissionError as exc:  # waits for approval or denied: only a decision moves it
+            return _json({"error": str(exc)}, "403 Forbidden")
         except ValueError as exc:
             return _json({"error": str(exc)}, "400 Bad Request")
         except pykka.Timeout:

@@ -172,10 +172,11 @@ def decide(data: dict, identity: str, name: str, decision: str, provenance: str 
 
 
 def accept_withheld(entry: dict) -> int:
-    """Move withheld definitions into the pins; returns how many were accepted."""
+    """Move withheld definitions into the pins; returns how many were accepted. A server that
+    never listed anything keeps no pin: what it lists first is pinned then (trust on first sight)."""
     pending = entry.pop("withheld", None) or {}
     if not any(pending.get(kind) for kind in KINDS):
-        return 0  # nothing seen yet: the first listing after approval is pinned as it is
+        return 0
     pinned = entry.setdefault("pinned", {"tools": {}, "prompts": {}, "at": time.time()})
     n = 0
     for kind in KINDS:

@@ -2,6 +2,7 @@
 import pytest
 from gevent import monkey
 
+from tests.support.browser import Browser
 from tests.support.troupe import TroupeHttp, write_config
 
 if monkey.is_module_patched("threading"):
@@ -20,3 +21,11 @@ def http_troupe(tmp_path):
     yield make
     for t in started:
         assert t.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless chromium per test module (the dashboard tests)."""
+    b = Browser()
+    yield b
+    b.close()
