@@ -60,6 +60,7 @@ class TrustKeeper(pykka.ThreadingActor):
         self._queued: dict[tuple, object] = {}  # (what, identity) → change(data), written at the next flush
         self._flush_timer: gevent.Greenlet | None = None
         self._unwritten: dict[str, object] = {}  # identity → withheld set queued, not yet in the snapshot
+        self._announce: list = []  # ToolDefinitionChanged events of the queued changes
 
     def on_start(self) -> None:
         self._reload()
@@ -116,10 +117,13 @@ class TrustKeeper(pykka.ThreadingActor):
         if not self._queued:
             return
         changes, self._queued, self._unwritten = list(self._queued.values()), {}, {}
+        events, self._announce = self._announce, []
         try:
             self._write(lambda data: [change(data) for change in changes])
         except Exception:
             pass  # logged by _write; the registry keeps screening with what it told us
+        for event in events if self.bus is not None else ():
+            self.bus.publish(event)
 
     def _reload(self) -> None:
         if self._queued:
@@ -185,5 +189,5 @@ class TrustKeeper(pykka.ThreadingActor):
         for kind, item, change in fresh:
             logger.bind(server=msg.name).warning("{} {!r} is {}; withheld until `troupe approve {}`",
                                                  kind[:-1], item, change["kind"], msg.name)
-            if self.bus is not None:
-                self.bus.publish(ToolDefinitionChanged(msg.name, item, kind, change["kind"], change["diff"]))
+            # announced once the snapshot holds it: a reader the event wakes finds it there
+            self._announce.append(ToolDefinitionChanged(msg.name, item, kind, change["kind"], change["diff"]))
