@@ -28,6 +28,13 @@ _ALLOWED_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
 _ALLOWED_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?/?$")
 
 
+# HTTP front limits (serve.*): what one troupe holds open for its downstream clients.
+DEFAULT_SESSION_IDLE_S = 600.0  # a Streamable HTTP session with nothing in flight for this long is closed
+DEFAULT_MAX_SESSIONS = 1000  # open MCP sessions over HTTP (Streamable and legacy SSE together)
+DEFAULT_HEADER_TIMEOUT_S = 10.0  # to send a whole request head; also the longest pause inside a body
+DEFAULT_MAX_CONNECTIONS = 512  # connections served at once; more are answered 503 and closed
+
+
 _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
                "list": "a list", "dict": "a mapping"}
 
@@ -114,6 +121,10 @@ class ServeConfig:
     startup_wait: float = 10.0
     json_response: bool = False  # Streamable HTTP: answer with JSON even when the client takes SSE
     client_admin: bool = False  # MCP clients may stop/start/restart/unregister servers (a model is not an operator)
+    session_idle: float = DEFAULT_SESSION_IDLE_S
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __repr__(self) -> str:
         return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "
@@ -381,7 +392,8 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         return ServeConfig()
     check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
                               "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
-                              "client_admin"}, "serve")
+                              "client_admin", "session_idle", "max_sessions", "header_timeout",
+                              "max_connections"}, "serve")
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
@@ -406,7 +418,23 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         allowed_hosts=_allowed(data, "allowed_hosts", _ALLOWED_HOST, "a host name, optionally :port", check),
         startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0),
         json_response=check.typed(data, "json_response", "serve", bool, False),
-        client_admin=check.typed(data, "client_admin", "serve", bool, False))
+        client_admin=check.typed(data, "client_admin", "serve", bool, False),
+        **_front_limits(data, check))
+
+
+def _front_limits(data: dict, check: _Checker) -> dict:
+    """serve.session_idle, max_sessions, header_timeout, max_connections: each a positive number."""
+    limits = {}
+    for key, kind, default, unit in (("session_idle", float, DEFAULT_SESSION_IDLE_S, "seconds"),
+                                     ("max_sessions", int, DEFAULT_MAX_SESSIONS, "sessions"),
+                                     ("header_timeout", float, DEFAULT_HEADER_TIMEOUT_S, "seconds"),
+                                     ("max_connections", int, DEFAULT_MAX_CONNECTIONS, "connections")):
+        value = check.typed(data, key, "serve", kind, default)
+        if not value > 0:  # NaN too
+            check.fail(f"serve.{key}", f"must be > 0 {unit}, got {value!r}")
+            value = default
+        limits[key] = value
+    return limits
 
 
 def _allowed(data: dict, key: str, shape: re.Pattern, example: str, check: _Checker) -> tuple:

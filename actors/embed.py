@@ -375,7 +375,7 @@ class Troupe:
                 answer.set(_STOPPED)
         sessions = [self._session]
         for app in self._apps:
-            sessions += [hs.ref for hs in list(app.mcp.sessions.values())]
+            sessions += app.mcp.sessions.refs()
             app.close()  # ends its streams and its reaper greenlet
         futures = [ref.stop(block=False) for ref in sessions]
         try:

@@ -1,33 +1,21 @@
 """One gevent pywsgi server: MCP (/mcp, /sse), status, events; bound to loopback by default."""
 from __future__ import annotations
 
-import socket
 import sys
 from dataclasses import replace
 
-import gevent
 import gevent.queue
 import orjson
-from gevent.pywsgi import WSGIHandler, WSGIServer
 from loguru import logger
 
 from .. import metrics
-from . import approvals, dashboard
+from . import approvals, dashboard, sse
+from .listener import FrontHandler, FrontServer, watch_hangup
 from .mcp_http import McpHttp
 from .security import Guard, exposure_refusal
-from . import sse
 
-
-class NoDelayHandler(WSGIHandler):
-    """pywsgi handler with TCP_NODELAY; hosts embedding troupe can serve with it too."""
-
-    def handle(self):
-        # Without TCP_NODELAY every keep-alive request waited ~44 ms for a delayed ACK.
-        try:
-            self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        return super().handle()
+NoDelayHandler = FrontHandler  # the name hosts embedding troupe already import
+_HUNG_UP = object()  # /events queue sentinel: the client went away
 
 
 class App:
@@ -38,6 +26,7 @@ class App:
         # No bound_port when a host app serves us: the guard then takes the port each request came in on.
         self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host, bound_port)
         self.mcp = McpHttp(runtime)
+        self.front: FrontServer | None = None  # set by listen(); None when a host's server serves us
         self.extra_routes: dict[tuple[str, str], object] = {}
         self.prefix_routes: list[tuple[str, str, object]] = []  # (method, path prefix, handler)
         metrics.install(self)
@@ -79,7 +68,7 @@ class App:
         if path in ("/messages", "/message") and method == "POST":
             return self.mcp.legacy_post(environ)
         if method == "GET" and path == "/status":
-            return _json(self.rt.status())
+            return _json(self.status())
         if method == "GET" and path.startswith("/status/servers/"):
             name = path[len("/status/servers/"):]
             found = next((s for s in self.rt.status()["servers"] if s["name"] == name), None)
@@ -88,7 +77,7 @@ class App:
             return _json(found)
         if method == "GET" and path == "/events":
             return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], \
-                self._events()
+                self._events(environ)
         extra = self.extra_routes.get((method, path))
         if extra is not None:
             return extra(environ)
@@ -97,10 +86,19 @@ class App:
                 return handler(environ)
         return _json({"error": f"no route for {method} {path}"}, "404 Not Found")
 
-    def _events(self):
+    def status(self) -> dict:
+        """The status report plus what this app holds open: sessions and (when it listens) connections."""
+        report = self.rt.status()
+        report["sessions"] = self.mcp.sessions.summary()
+        if self.front is not None:
+            report["connections"] = self.front.figures()
+        return report
+
+    def _events(self, environ):
         """The event bus as SSE: recent history first, then live events."""
         queue: gevent.queue.Queue = gevent.queue.Queue(maxsize=10000)
         token = object()
+        watcher = watch_hangup(environ, lambda: queue.put(_HUNG_UP))  # blocks only the watcher if full
 
         def deliver(event) -> None:  # bus greenlet: never block it
             try:
@@ -117,8 +115,12 @@ class App:
                 except gevent.queue.Empty:
                     yield sse.comment()
                     continue
+                if event is _HUNG_UP:
+                    return
                 yield sse.event(event.to_json(), name=event.kind)
         finally:
+            if watcher is not None:
+                watcher.kill(block=False)
             self.rt.bus.unsubscribe(token)
 
 
@@ -126,7 +128,7 @@ def _json(value, status: str = "200 OK"):
     return status, [("Content-Type", "application/json")], orjson.dumps(value, option=orjson.OPT_INDENT_2)
 
 
-def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[WSGIServer, App, str]:
+def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[FrontServer, App, str]:
     """Bind and start serving in the background; returns the server, the app and the URL."""
     serve_cfg = runtime.config.serve
     host = host or serve_cfg.host
@@ -135,9 +137,10 @@ def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[W
     if refusal is not None:
         raise ValueError(refusal)
     app = App(runtime, host)
-    server = WSGIServer((host, port), app, handler_class=NoDelayHandler, log=None,
-                        error_log=_ErrorLog())
+    server = FrontServer((host, port), app, max_connections=serve_cfg.max_connections,
+                         header_timeout=serve_cfg.header_timeout, log=None, error_log=_ErrorLog())
     server.start()
+    app.front = server
     app.guard.bound_port = server.server_port  # known only now when port 0 picked a free one
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.server_port}/mcp"

@@ -1,23 +1,20 @@
 """MCP over HTTP for downstream clients: Streamable HTTP (/mcp) and legacy HTTP+SSE (/sse)."""
 from __future__ import annotations
 
-import secrets
-import time
 from typing import Any, Iterator
+from urllib.parse import parse_qs
 
 import gevent
 import gevent.queue
 
-from ..messages import ClientGone, ClientMessage
 from ..protocol import jsonrpc, mcp
-from ..session import Session
 from . import sse
+from .listener import watch_hangup
+from .sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
 MAX_BODY = 16 * 1024 * 1024
 REPLY_TIMEOUT = 900.0  # a safety net only: every forwarded call already has its server's timeout
-IDLE_SESSION_S = 3600.0  # a Streamable HTTP session unused this long is closed
-_CLOSE = object()  # queue sentinel: end this stream
 
 Response = tuple[str, list, Any]  # status, headers, body bytes or an iterator of bytes
 
@@ -30,68 +27,26 @@ def _plain(status: str, text: str) -> Response:
     return status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()
 
 
-class HttpSession:
-    """One downstream client over HTTP: its Session actor and its open server→client stream."""
-
-    def __init__(self, runtime, legacy: bool):
-        self.id = secrets.token_urlsafe(24)
-        self.legacy = legacy
-        self.stream: gevent.queue.Queue | None = gevent.queue.Queue() if legacy else None
-        self.last_seen = time.monotonic()
-        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[:8]}")
-        self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
-
-    def expect(self, rid) -> gevent.queue.Queue:
-        """A queue for the answer to one POSTed request, released by `settled`."""
-        replies: gevent.queue.Queue = gevent.queue.Queue()
-        self.waiting[replies] = rid
-        return replies
-
-    def settled(self, replies: gevent.queue.Queue) -> None:
-        self.waiting.pop(replies, None)
-
-    def notify(self, message: dict) -> None:
-        """Unsolicited messages (list_changed…) go on the open stream, if any; never broadcast."""
-        stream = self.stream
-        if stream is not None:
-            stream.put(message)
-
-    def close(self, reason: str) -> None:
-        try:
-            self.ref.tell(ClientGone(reason))
-        except Exception:
-            pass
-        if self.stream is not None:
-            self.stream.put(_CLOSE)
-        # The session's upstream calls are cancelled, so no answer will come for them:
-        # every open POST gets one now instead of waiting out REPLY_TIMEOUT.
-        waiting, self.waiting = self.waiting, {}
-        for replies, rid in waiting.items():
-            replies.put(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"session closed: {reason}"))
-
-
 class McpHttp:
-    """The two MCP endpoints; one instance per HTTP server."""
+    """The two MCP endpoints; one instance per HTTP app. Its sessions live in a SessionTable."""
 
     def __init__(self, runtime):
         self.rt = runtime
-        self.sessions: dict[str, HttpSession] = {}
-        self._reaper = gevent.spawn(self._reap_idle)
+        serve = runtime.config.serve
+        self.sessions = SessionTable(runtime, serve.session_idle, serve.max_sessions)
 
-    def close(self) -> None:
-        self._reaper.kill(block=False)
-        for hs in list(self.sessions.values()):
-            hs.close("troupe shutting down")
-        self.sessions.clear()
+    def close(self) -> list:
+        """Close every session; returns their Session actor refs."""
+        return self.sessions.close_all("troupe shutting down")
 
-    def _reap_idle(self) -> None:
-        while True:
-            gevent.sleep(60)
-            now = time.monotonic()
-            for sid, hs in list(self.sessions.items()):
-                if not hs.legacy and now - hs.last_seen > IDLE_SESSION_S:
-                    self.sessions.pop(sid, None)
-                    hs.close("idle session expired")
+    def _full(self, rid=None, legacy: bool = False) -> Response:
+        text = (f"troupe holds {self.sessions.max_sessions} sessions (serve.max_sessions) and every one "
+                f"is busy; retry later")
+        retry = [("Retry-After", str(RETRY_AFTER_S))]
+        if legacy:
+            status, headers, body = _plain("503 Service Unavailable", text)
+            return status, [*headers, *retry], body
+        return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE, text), retry)
 
     # ---------------------------------------------------------------- Streamable HTTP
 
@@ -114,32 +69,27 @@ class McpHttp:
         if version is not None and version not in mcp.SUPPORTED_VERSIONS:
             return _json("400 Bad Request", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
                                                           f"unsupported MCP-Protocol-Version {version!r}"))
-        sid = environ.get("HTTP_MCP_SESSION_ID")
-        created = None
-        if msg.get("method") == "initialize" and "id" in msg and not sid:
-            created = HttpSession(self.rt, legacy=False)
-            self.sessions[created.id] = created
-            hs = created
-        elif not sid:
+        sid = environ.get("HTTP_MCP_SESSION_ID") or ""
+        created = msg.get("method") == "initialize" and "id" in msg and not sid
+        if not created and not sid:
             return _json("400 Bad Request", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
                                                           "Mcp-Session-Id header required (initialize first)"))
-        else:
-            hs = self.sessions.get(sid)
-            if hs is None or hs.legacy:
-                return _json("404 Not Found", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
-                                                            "unknown or expired session; initialize again"))
-        hs.last_seen = time.monotonic()
         if "method" not in msg or "id" not in msg:  # notification or response: nothing to wait for
-            hs.ref.tell(ClientMessage(msg, hs.notify))
+            hs = self.sessions.touch(sid)
+            if hs is None or not self._send(hs, msg, hs.notify):
+                return _gone(msg.get("id"))
             return "202 Accepted", [], b""
+        taken = self.sessions.open(legacy=False, rid=msg["id"]) if created else self.sessions.acquire(sid, msg["id"])
+        if taken is None:
+            return self._full(msg["id"]) if created else _gone(msg["id"])
+        hs, replies = taken
         headers = [("Mcp-Session-Id", hs.id)]
-        replies = hs.expect(msg["id"])
-        hs.ref.tell(ClientMessage(msg, replies.put))
+        self._send(hs, msg, replies.put)  # a dead session answers through `replies` too
         if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
             # An SSE reply, as the reference servers give: progress, logs and server→client
             # requests of this call travel on it ahead of the answer.
             return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers], \
-                _until_answer(None, replies, msg["id"], lambda: hs.settled(replies))
+                _until_answer(None, replies, msg["id"], lambda: self.sessions.release(hs, replies))
         # JSON: notifications that precede the answer cannot travel in it and are dropped.
         try:
             answer = replies.get(timeout=REPLY_TIMEOUT)
@@ -148,24 +98,34 @@ class McpHttp:
         except gevent.queue.Empty:
             answer = jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, "troupe: no answer in time")
         finally:
-            hs.settled(replies)
+            self.sessions.release(hs, replies)
         if created and "error" in answer:  # a failed initialize leaves no session behind
-            self.sessions.pop(created.id, None)
-            created.close("initialize failed")
+            self.sessions.close(hs.id, "initialize failed")
         return _json("200 OK", answer, headers)
+
+    def _send(self, hs: HttpSession, message, sink) -> bool:
+        """Hand a message to the session's actor; a dead actor ends the session (and answers its POSTs)."""
+        if hs.send(message, sink):
+            return True
+        self.sessions.gone(hs, "its session actor stopped")
+        return False
 
     def _post_batch(self, environ, batch: list) -> Response:
         """A 2025-03-26 batch: the session answers with one array (or refuses it for other versions)."""
-        hs = self.sessions.get(environ.get("HTTP_MCP_SESSION_ID") or "")
-        if hs is None or hs.legacy:
-            return _json("404 Not Found" if environ.get("HTTP_MCP_SESSION_ID") else "400 Bad Request",
-                         jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "a batch needs a live Mcp-Session-Id"))
-        hs.last_seen = time.monotonic()
+        sid = environ.get("HTTP_MCP_SESSION_ID") or ""
+        if not sid:
+            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
+                                                          "a batch needs a live Mcp-Session-Id"))
         if not any(isinstance(m, dict) and "method" in m and "id" in m for m in batch):
-            hs.ref.tell(ClientMessage(batch, hs.notify))
+            hs = self.sessions.touch(sid)
+            if hs is None or not self._send(hs, batch, hs.notify):
+                return _gone(None)
             return "202 Accepted", [], b""
-        replies = hs.expect(None)
-        hs.ref.tell(ClientMessage(batch, replies.put))
+        taken = self.sessions.acquire(sid, None)
+        if taken is None:
+            return _gone(None)
+        hs, replies = taken
+        self._send(hs, batch, replies.put)
         try:
             while True:  # notifications ahead of the answers cannot travel in a JSON reply
                 try:
@@ -176,53 +136,48 @@ class McpHttp:
                     return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
                         jsonrpc.encode(answer)
         finally:
-            hs.settled(replies)
+            self.sessions.release(hs, replies)
 
     def get(self, environ) -> Response:
         if "text/event-stream" not in environ.get("HTTP_ACCEPT", ""):
             return _plain("406 Not Acceptable", "GET /mcp needs Accept: text/event-stream")
-        hs = self.sessions.get(environ.get("HTTP_MCP_SESSION_ID") or "")
-        if hs is None or hs.legacy:
-            return _plain("404 Not Found" if environ.get("HTTP_MCP_SESSION_ID") else "400 Bad Request",
-                          "unknown or missing Mcp-Session-Id")
-        if hs.stream is not None:
-            hs.stream.put(_CLOSE)  # one stream per session: the newest wins
-        stream = hs.stream = gevent.queue.Queue()
-        hs.last_seen = time.monotonic()
+        sid = environ.get("HTTP_MCP_SESSION_ID")
+        taken = self.sessions.open_stream(sid) if sid else None
+        if taken is None:
+            return _plain("404 Not Found" if sid else "400 Bad Request", "unknown or missing Mcp-Session-Id")
+        hs, stream = taken
         return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
-                          ("Mcp-Session-Id", hs.id)], _stream(stream, hs, first=sse.comment("stream open"))
+                          ("Mcp-Session-Id", hs.id)], \
+            _stream(environ, stream, first=sse.comment("stream open"),
+                    on_close=lambda: self.sessions.stream_ended(hs, stream))
 
     def delete(self, environ) -> Response:
-        sid = environ.get("HTTP_MCP_SESSION_ID")
-        hs = self.sessions.pop(sid or "", None)
-        if hs is None:
+        if not self.sessions.close(environ.get("HTTP_MCP_SESSION_ID") or "", "session deleted by client",
+                                   legacy=False):
             return _plain("404 Not Found", "unknown session")
-        hs.close("session deleted by client")
         return "200 OK", [], b""
 
     # ---------------------------------------------------------------- legacy HTTP+SSE
 
     def legacy_stream(self, environ) -> Response:
-        hs = HttpSession(self.rt, legacy=True)
-        self.sessions[hs.id] = hs
+        taken = self.sessions.open(legacy=True)
+        if taken is None:
+            return self._full(legacy=True)
+        hs, _ = taken
+        stream = hs.stream
         prefix = environ.get("SCRIPT_NAME", "")
         endpoint = sse.event(f"{prefix}/messages?session_id={hs.id}", name="endpoint")
-
-        def gone() -> None:
-            self.sessions.pop(hs.id, None)
-            hs.close("SSE stream closed")
         return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], \
-            _stream(hs.stream, hs, first=endpoint, on_close=gone, name="message")
+            _stream(environ, stream, first=endpoint, on_close=lambda: self.sessions.stream_ended(hs, stream))
 
     def legacy_post(self, environ) -> Response:
-        from urllib.parse import parse_qs
         problem = _not_json(environ)
         if problem:
             return problem
         query = parse_qs(environ.get("QUERY_STRING", ""))
         sid = (query.get("session_id") or query.get("sessionId") or [""])[0]
-        hs = self.sessions.get(sid)
-        if hs is None or not hs.legacy:
+        hs = self.sessions.touch(sid, legacy=True)
+        if hs is None:
             return _plain("404 Not Found", "unknown session_id")
         body, problem = _read_body(environ)
         if problem:
@@ -232,8 +187,15 @@ class McpHttp:
         except ValueError as exc:
             hs.notify(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
             return _plain("400 Bad Request", "invalid JSON")
-        hs.ref.tell(ClientMessage(msg, hs.notify))  # every answer travels on the SSE stream
+        if not self._send(hs, msg, hs.notify):  # every answer travels on the SSE stream
+            return _plain("404 Not Found", "session closed")
         return "202 Accepted", [("Content-Type", "text/plain")], b"Accepted"
+
+
+def _gone(rid) -> Response:
+    """404 for an unknown, expired or closed session: the client initializes again (as the spec says)."""
+    return _json("404 Not Found", jsonrpc.error(rid, jsonrpc.INVALID_REQUEST,
+                                                "unknown or expired session; initialize again"))
 
 
 def _answers(message: dict, rid) -> bool:
@@ -258,8 +220,9 @@ def _until_answer(first: dict | None, replies: gevent.queue.Queue, rid, done) ->
         done()
 
 
-def _stream(queue: gevent.queue.Queue, hs: HttpSession, first: bytes, on_close=None,
-            name: str = "message") -> Iterator[bytes]:
+def _stream(environ, queue: gevent.queue.Queue, first: bytes, on_close) -> Iterator[bytes]:
+    """A session's server→client stream until it is closed (CLOSE) or its client hangs up."""
+    watcher = watch_hangup(environ, lambda: queue.put(CLOSE))
     try:
         yield first
         while True:
@@ -268,15 +231,13 @@ def _stream(queue: gevent.queue.Queue, hs: HttpSession, first: bytes, on_close=N
             except gevent.queue.Empty:
                 yield sse.comment()
                 continue
-            if item is _CLOSE:
+            if item is CLOSE:
                 return
-            hs.last_seen = time.monotonic()
-            yield sse.event(item, name=name)
+            yield sse.event(item, name="message")
     finally:
-        if hs.stream is queue and not hs.legacy:
-            hs.stream = None
-        if on_close is not None:
-            on_close()
+        if watcher is not None:
+            watcher.kill(block=False)
+        on_close()
 
 
 def _not_json(environ) -> Response | None:
@@ -297,7 +258,11 @@ def _read_body(environ) -> tuple[bytes, Response | None]:
         return b"", _plain("400 Bad Request", "bad Content-Length")
     if length > MAX_BODY:
         return b"", _plain("413 Payload Too Large", f"body over {MAX_BODY} bytes")
-    body = environ["wsgi.input"].read(length) if length else environ["wsgi.input"].read(MAX_BODY + 1)
+    try:
+        body = environ["wsgi.input"].read(length) if length else environ["wsgi.input"].read(MAX_BODY + 1)
+    except TimeoutError:  # troupe's server bounds each pause in a body (serve.header_timeout)
+        status, headers, text = _plain("408 Request Timeout", "the request body stopped arriving")
+        return b"", (status, [*headers, ("Connection", "close")], text)
     if len(body) > MAX_BODY:
         return b"", _plain("413 Payload Too Large", f"body over {MAX_BODY} bytes")
     return body, None

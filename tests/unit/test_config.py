@@ -61,3 +61,24 @@ def test_unreadable_and_malformed_files(tmp_path):
     bad.write_text("servers: [\n  - {name: a\n")
     with pytest.raises(config.ConfigError, match=r"broken.yaml:\d+: not valid YAML/JSON"):
         config.load(bad)
+
+
+def test_http_front_limits_have_defaults_and_must_be_positive(tmp_path):
+    cfg = config.from_data({"servers": []})
+    assert (cfg.serve.session_idle, cfg.serve.max_sessions, cfg.serve.header_timeout, cfg.serve.max_connections) \
+        == (config.DEFAULT_SESSION_IDLE_S, config.DEFAULT_MAX_SESSIONS, config.DEFAULT_HEADER_TIMEOUT_S,
+            config.DEFAULT_MAX_CONNECTIONS) == (600.0, 1000, 10.0, 512)
+    small = config.from_data({"serve": {"session_idle": 1, "max_sessions": 5, "header_timeout": 0.5,
+                                        "max_connections": 4}})
+    assert (small.serve.session_idle, small.serve.max_sessions, small.serve.header_timeout,
+            small.serve.max_connections) == (1.0, 5, 0.5, 4)
+    path = tmp_path / "limits.yaml"
+    path.write_text("serve:\n  session_idle: 0\n  max_sessions: -3\n  header_timeout: soon\n"
+                    "  max_connections: 2.5\n")
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path)
+    text = "\n".join(err.value.problems)
+    assert f"{path}:2: serve.session_idle: must be > 0 seconds, got 0.0" in text
+    assert f"{path}:3: serve.max_sessions: must be > 0 sessions, got -3" in text
+    assert f"{path}:4: serve.header_timeout: must be a number, got str 'soon'" in text
+    assert f"{path}:5: serve.max_connections: must be an integer, got float 2.5" in text

@@ -1,0 +1,234 @@
+"""The MCP sessions of one HTTP app: who is busy, idle expiry (serve.session_idle), the cap (serve.max_sessions)."""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+
+import gevent
+import gevent.queue
+import pykka
+from loguru import logger
+
+from ..messages import ClientGone, ClientMessage
+from ..protocol import jsonrpc
+from ..session import Session
+
+RETRY_AFTER_S = 5  # what a 503 at the session cap asks the client to wait before trying again
+REAP_EVERY_MIN_S = 0.2  # the reaper looks for expired sessions every session_idle / 4, within these bounds
+REAP_EVERY_MAX_S = 30.0
+CLOSE = object()  # stream queue sentinel: end this stream
+
+
+class HttpSession:
+    """One downstream client over HTTP: its Session actor, its open server→client stream, its open POSTs.
+
+    Busy while a request of it is in flight (`waiting`) or a stream of it is open; idle otherwise.
+    Only its SessionTable changes `waiting`, `stream`, `last_seen` and `closed`, under the table's lock.
+    """
+
+    def __init__(self, runtime, legacy: bool):
+        self.id = secrets.token_urlsafe(24)
+        self.legacy = legacy
+        self.stream: gevent.queue.Queue | None = gevent.queue.Queue() if legacy else None
+        self.last_seen = time.monotonic()  # when it last started or finished something
+        self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
+        self.closed = False
+        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[:8]}")
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting) or self.stream is not None
+
+    def send(self, message, sink) -> bool:
+        """Hand one client message to the Session actor; False when the actor is gone."""
+        try:
+            self.ref.tell(ClientMessage(message, sink))
+            return True
+        except pykka.ActorDeadError:
+            return False
+
+    def notify(self, message: dict) -> None:
+        """Unsolicited messages (list_changed…) go on the open stream, if any; never broadcast."""
+        stream = self.stream
+        if stream is not None:
+            stream.put(message)
+
+    def _close(self, reason: str) -> None:
+        self.closed = True
+        try:
+            self.ref.tell(ClientGone(reason))
+        except pykka.ActorDeadError:
+            pass
+        if self.stream is not None:
+            self.stream.put(CLOSE)
+        # The session's upstream calls are cancelled, so no answer will come for them:
+        # every open POST gets one now instead of waiting out its reply timeout.
+        waiting, self.waiting = self.waiting, {}
+        for replies, rid in waiting.items():
+            replies.put(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"session closed: {reason}"))
+
+
+class SessionTable:
+    """Owns the open HttpSessions of one app, least recently used first.
+
+    Handler greenlets and the reaper change the table and its sessions only inside these methods,
+    under one lock, so "is it idle?" and "close it" cannot be split by a request starting in
+    between. A busy session (a request in flight, or an open GET or SSE stream) is never expired
+    or evicted: busy sessions hold a connection each, so serve.max_connections bounds them too.
+    """
+
+    def __init__(self, runtime, idle_s: float, max_sessions: int):
+        self.rt, self.idle_s, self.max_sessions = runtime, idle_s, max_sessions
+        self._lock = threading.Lock()  # a gevent lock once patched; troupe refuses to run unpatched
+        self._sessions: OrderedDict[str, HttpSession] = OrderedDict()
+        self._counts = {"expired": 0, "evicted": 0, "refused": 0}  # since start, for GET /status
+        self._reaper = gevent.spawn(self._reap)
+
+    # ---------------------------------------------------------------- opening
+
+    def open(self, legacy: bool, rid=None) -> tuple[HttpSession, gevent.queue.Queue | None] | None:
+        """A new session, already busy: with the reply queue of its `initialize` (rid), or with its
+        legacy SSE stream. At the cap the least recently used idle session is closed to make room;
+        None when every session is busy (the caller answers 503)."""
+        with self._lock:
+            self._expire(time.monotonic())
+            if len(self._sessions) >= self.max_sessions:
+                victim = next((hs for hs in self._sessions.values() if not hs.busy), None)
+                if victim is None:
+                    self._counts["refused"] += 1
+                    return None
+                self._counts["evicted"] += 1
+                logger.debug("http: session cap {} reached; closing the least recently used idle session",
+                             self.max_sessions)
+                self._drop(victim, "closed to make room for a new session (serve.max_sessions)")
+            # Started under the lock (a short yield) so that two initializes cannot both pass the cap.
+            hs = HttpSession(self.rt, legacy)
+            self._sessions[hs.id] = hs
+            replies = None if legacy else self._expect(hs, rid)
+            return hs, replies
+
+    # ---------------------------------------------------------------- requests
+
+    def acquire(self, sid: str, rid, legacy: bool = False) -> tuple[HttpSession, gevent.queue.Queue] | None:
+        """The live session `sid`, now busy with request `rid` until `release`; None if unknown or expired."""
+        with self._lock:
+            hs = self._live(sid, legacy)
+            return None if hs is None else (hs, self._expect(hs, rid))
+
+    def release(self, hs: HttpSession, replies: gevent.queue.Queue) -> None:
+        """The request is answered (or its client gone): the session's idle clock starts again."""
+        with self._lock:
+            hs.waiting.pop(replies, None)
+            self._touch(hs)
+
+    def touch(self, sid: str, legacy: bool = False) -> HttpSession | None:
+        """The live session `sid`, marked used now (for messages that expect no answer on this request)."""
+        with self._lock:
+            return self._live(sid, legacy)
+
+    def open_stream(self, sid: str) -> tuple[HttpSession, gevent.queue.Queue] | None:
+        """A GET stream for Streamable session `sid`; the newest stream wins (the previous one ends)."""
+        with self._lock:
+            hs = self._live(sid, legacy=False)
+            if hs is None:
+                return None
+            if hs.stream is not None:
+                hs.stream.put(CLOSE)
+            stream = hs.stream = gevent.queue.Queue()
+            return hs, stream
+
+    def stream_ended(self, hs: HttpSession, stream: gevent.queue.Queue) -> None:
+        """A stream ended: a legacy session ends with it, a Streamable one turns idle."""
+        with self._lock:
+            if hs.legacy:
+                if not hs.closed:
+                    self._drop(hs, "SSE stream closed")
+                return
+            if hs.stream is stream:
+                hs.stream = None
+            self._touch(hs)
+
+    def gone(self, hs: HttpSession, reason: str) -> None:
+        """Its Session actor died (a tell failed): forget the session, answer what waits on it."""
+        with self._lock:
+            if not hs.closed:
+                self._drop(hs, reason)
+
+    # ---------------------------------------------------------------- closing
+
+    def close(self, sid: str, reason: str, legacy: bool | None = None) -> bool:
+        with self._lock:
+            hs = self._sessions.get(sid)
+            if hs is None or (legacy is not None and hs.legacy != legacy):
+                return False
+            self._drop(hs, reason)
+            return True
+
+    def close_all(self, reason: str) -> list:
+        """Stop the reaper and close every session; returns their actor refs (to wait for)."""
+        self._reaper.kill(block=False)
+        with self._lock:
+            sessions = list(self._sessions.values())
+            for hs in sessions:
+                self._drop(hs, reason)
+        return [hs.ref for hs in sessions]
+
+    def refs(self) -> list:
+        with self._lock:
+            return [hs.ref for hs in self._sessions.values()]
+
+    def summary(self) -> dict:
+        """The `sessions` figure of GET /status."""
+        with self._lock:
+            values, counts = list(self._sessions.values()), dict(self._counts)
+            return {"open": len(values), "busy": sum(hs.busy for hs in values),
+                    "legacy": sum(hs.legacy for hs in values), "max": self.max_sessions, "idle_s": self.idle_s,
+                    **counts}
+
+    # ---------------------------------------------------------------- under the lock
+
+    def _live(self, sid: str, legacy: bool) -> HttpSession | None:
+        hs = self._sessions.get(sid)
+        if hs is None or hs.legacy != legacy:
+            return None
+        if not hs.busy and time.monotonic() - hs.last_seen > self.idle_s:
+            self._counts["expired"] += 1
+            self._drop(hs, "idle session expired")  # the reaper had not come round to it yet
+            return None
+        self._touch(hs)
+        return hs
+
+    def _expect(self, hs: HttpSession, rid) -> gevent.queue.Queue:
+        replies: gevent.queue.Queue = gevent.queue.Queue()
+        hs.waiting[replies] = rid
+        self._touch(hs)
+        return replies
+
+    def _touch(self, hs: HttpSession) -> None:
+        hs.last_seen = time.monotonic()
+        if hs.id in self._sessions:
+            self._sessions.move_to_end(hs.id)
+
+    def _drop(self, hs: HttpSession, reason: str) -> None:
+        self._sessions.pop(hs.id, None)
+        hs._close(reason)
+
+    def _expire(self, now: float) -> None:
+        expired = [hs for hs in self._sessions.values() if not hs.busy and now - hs.last_seen > self.idle_s]
+        for hs in expired:
+            self._drop(hs, "idle session expired")
+        if expired:
+            self._counts["expired"] += len(expired)
+            logger.debug("http: {} idle session(s) expired", len(expired))
+
+    def _reap(self) -> None:
+        every = min(max(self.idle_s / 4, REAP_EVERY_MIN_S), REAP_EVERY_MAX_S)
+        while True:
+            gevent.sleep(every)
+            try:
+                with self._lock:
+                    self._expire(time.monotonic())
+            except Exception:  # keep reaping: one bad close must not leave every later session immortal
+                logger.exception("http: expiring idle sessions failed")
