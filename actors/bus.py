@@ -5,12 +5,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+import orjson
 import pykka
 from loguru import logger
 
 from .events import Event
 
-HISTORY_SIZE = 500
+HISTORY_SIZE = 500  # events kept for /events and core_events…
+HISTORY_BYTES = 1024 * 1024  # …and at most this many bytes of them (as JSON), oldest dropped first
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,17 +47,35 @@ class GetHistory:
 
 
 class EventBus(pykka.ThreadingActor):
-    """Fans out events; never asks anyone, never lets one bad subscriber stop it."""
+    """Fans out events; never asks anyone, never lets one bad subscriber stop it.
 
-    def __init__(self) -> None:
+    Owns the history: the last HISTORY_SIZE events, at most HISTORY_BYTES of them, each as
+    `Event.for_history()` makes it (a big log payload is cut there, not for live subscribers).
+    """
+
+    def __init__(self, max_events: int = HISTORY_SIZE, max_bytes: int = HISTORY_BYTES) -> None:
         super().__init__()
         self._subs: dict[object, Subscribe] = {}
-        self._history: deque[Event] = deque(maxlen=HISTORY_SIZE)
+        self._history: deque[tuple[Event, int]] = deque()
+        self._history_bytes = 0
+        self._max_events, self._max_bytes = max_events, max_bytes
+
+    def _remember(self, event: Event) -> None:
+        try:
+            kept = event.for_history()
+            size = len(orjson.dumps(kept.to_json(), default=str))
+        except Exception:  # an odd payload must not stop the bus (and with it every actor)
+            logger.exception("bus: cannot size {} for the history", event.kind)
+            return
+        self._history.append((kept, size))
+        self._history_bytes += size
+        while self._history and (len(self._history) > self._max_events or self._history_bytes > self._max_bytes):
+            self._history_bytes -= self._history.popleft()[1]
 
     def on_receive(self, message):
         match message:
             case Publish(event=event):
-                self._history.append(event)
+                self._remember(event)
                 for sub in tuple(self._subs.values()):
                     if sub.types and event.kind not in sub.types:
                         continue
@@ -68,7 +88,7 @@ class EventBus(pykka.ThreadingActor):
             case Unsubscribe(token=token):
                 self._subs.pop(token, None)
             case GetHistory(reply=reply, limit=limit):
-                reply(list(self._history)[-limit:])
+                reply([event for event, _ in self._history][-limit:])
             case _:
                 logger.warning("bus: unknown message {!r}", message)
 

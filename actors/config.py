@@ -68,6 +68,7 @@ class PolicySpec:
     period: float | None = None
     min_backoff: float | None = None
     max_backoff: float | None = None
+    hung_after: int | None = None  # timeouts in a row that, with a failed ping, mean hung (0: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,11 +270,15 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
     restart = item.get("restart") or {}
     policy = PolicySpec()
     if isinstance(restart, dict):
-        check.unknown_keys(restart, {"intensity", "period", "min_backoff", "max_backoff"}, f"{path}.restart")
+        check.unknown_keys(restart, {"intensity", "period", "min_backoff", "max_backoff", "hung_after"},
+                           f"{path}.restart")
         policy = PolicySpec(check.typed(restart, "intensity", f"{path}.restart", int),
                             check.typed(restart, "period", f"{path}.restart", float),
                             check.typed(restart, "min_backoff", f"{path}.restart", float),
-                            check.typed(restart, "max_backoff", f"{path}.restart", float))
+                            check.typed(restart, "max_backoff", f"{path}.restart", float),
+                            check.typed(restart, "hung_after", f"{path}.restart", int))
+        if (policy.hung_after or 0) < 0:
+            check.fail(f"{path}.restart.hung_after", "must be >= 0 (0: never restart a server for timeouts)")
     else:
         check.fail(f"{path}.restart", "must be a mapping")
     return ServerConfig(

@@ -15,12 +15,15 @@ from .messages import (AnswerServer, CancelForward, ConnectionDegraded, Connecti
                        NotifyUpstream, RequestTimedOut, ServerRequest, ServerRequestCancelled, SetLogLevel,
                        TransportClosed, UpstreamError)
 from .listing import Listing
+from .policy import HUNG_AFTER_TIMEOUTS
 from .protocol import jsonrpc, mcp
-from .stats import ServerStats
+from .stats import LogBudget, ServerStats
 from .transports.base import TransportError, TransportGarbage
 
 INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
 DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
+PING_TIMEOUT = 5.0  # the liveness ping after `hung_after` timeouts in a row (at most the server's timeout)
+ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits this long for a person
 # Server→client requests troupe relays, and the client capability each needs.
 RELAYED = mcp.RELAYED_REQUESTS
@@ -31,7 +34,7 @@ def make_transport(config: ServerConfig, on_message, on_closed):
     if config.transport == "stdio":
         from .transports.stdio import StdioTransport
         return StdioTransport(config.name, config.stdio, on_message, on_closed,
-                              max_message_bytes=config.max_message_bytes)
+                              max_message_bytes=config.max_message_bytes, write_timeout=config.timeout)
     if config.transport == "sse":
         from .transports.sse import SseTransport
         return SseTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
@@ -45,6 +48,7 @@ class _Pending:
     on_reply: Callable[[Any], None]
     timer: gevent.Greenlet | None
     started: float
+    timeout: float
     counted: bool = False  # a client call (stats, in-flight) rather than troupe's own request
     on_progress: Callable[[dict], None] | None = None
     origin: Any = None
@@ -55,7 +59,7 @@ class Connection(Listing, pykka.ThreadingActor):
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
                  registry: pykka.ActorRef, stats: ServerStats, *,
                  transport_factory=make_transport, client_capabilities: dict | None = None,
-                 bus=None, shared: dict | None = None) -> None:
+                 bus=None, shared: dict | None = None, hung_after: int = HUNG_AFTER_TIMEOUTS) -> None:
         super().__init__()
         self.config, self.generation = config, generation
         self.supervisor, self.registry, self.stats = supervisor, registry, stats
@@ -73,6 +77,9 @@ class Connection(Listing, pykka.ThreadingActor):
         self._ready = False
         self._failed = False
         self._timeouts_in_a_row = 0
+        self._hung_after = hung_after  # timeouts in a row before a ping decides whether it is hung
+        self._probing = False  # a liveness ping is out
+        self._log_budget = LogBudget()  # log lines about what the server sent that troupe dropped
         self.capabilities: dict = {}
         self.server_info: dict = {}
         self.protocol_version = mcp.LATEST
@@ -177,7 +184,7 @@ class Connection(Listing, pykka.ThreadingActor):
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
         timer = gevent.spawn_later(timeout, self._tell, RequestTimedOut(rid))
-        self._pending[rid] = _Pending(method, on_reply, timer, time.perf_counter(), counted,
+        self._pending[rid] = _Pending(method, on_reply, timer, time.perf_counter(), timeout, counted,
                                       on_progress, origin, origin_request)
         try:
             self.transport.send(jsonrpc.request(rid, method, params))
@@ -203,19 +210,41 @@ class Connection(Listing, pykka.ThreadingActor):
         pending = self._pending.get(rid)
         if pending is None:
             return
-        timeout = self.config.timeout if pending.counted else INIT_TIMEOUT
         self._send(jsonrpc.notification("notifications/cancelled", {"requestId": rid, "reason": "timeout"}))
         if pending.counted:
             self.stats.timeouts += 1
+        stalled = getattr(self.transport, "write_stalled_for", lambda: None)()
+        hint = f"; it has not read its input for {stalled:.1f}s" if stalled else ""
         self._complete(rid, UpstreamError(jsonrpc.REQUEST_TIMEOUT,
                                           f"server {self.config.name} did not answer {pending.method} "
-                                          f"within {timeout:g}s (request cancelled)", server=self.config.name))
-        if pending.method == "initialize":
+                                          f"within {pending.timeout:g}s (request cancelled){hint}",
+                                          server=self.config.name))
+        if pending.method in ("initialize", "ping"):
             return
         self._timeouts_in_a_row += 1
         if self._timeouts_in_a_row == DEGRADED_AFTER_TIMEOUTS:
             self.supervisor.tell(ConnectionDegraded(self.config.name, self.generation, False,
                                                     f"{self._timeouts_in_a_row} requests timed out in a row"))
+        if self._hung_after and self._timeouts_in_a_row >= self._hung_after:
+            self._probe()
+
+    def _probe(self) -> None:
+        """Slow tools or a wedged server? A ping that also goes unanswered means wedged."""
+        if self._probing or self._failed:
+            return
+        self._probing = True
+        self._request("ping", None, self._pinged, timeout=min(PING_TIMEOUT, self.config.timeout))
+
+    def _pinged(self, outcome) -> None:
+        self._probing = False
+        # a reply to anything else meanwhile reset the count: then it is not wedged either
+        if isinstance(outcome, UpstreamError) and outcome.code == jsonrpc.REQUEST_TIMEOUT \
+                and self._timeouts_in_a_row >= self._hung_after:
+            self._fail(f"hung: {self._timeouts_in_a_row} requests timed out in a row and a ping got no "
+                       f"answer within {min(PING_TIMEOUT, self.config.timeout):g}s")
+        else:
+            self.log.info("{} requests timed out in a row, but it answers ping: slow, not hung",
+                          self._timeouts_in_a_row)
 
     def _cancel(self, cancel: CancelForward) -> None:
         doomed = [rid for rid, p in self._pending.items() if p.origin == cancel.origin
@@ -238,14 +267,22 @@ class Connection(Listing, pykka.ThreadingActor):
 
     def _inbound(self, msg) -> None:
         if isinstance(msg, TransportGarbage):
-            self.log.warning("ignored from server: {}", msg.reason)
-            if msg.request_id is not None:
+            lines = getattr(msg, "lines", 1)  # the stdio reader sums a run of junk lines
+            self.stats.garbage_lines += lines
+            self._dropped(lines, f"ignored {lines} line(s) from server: {msg.reason}")
+            if msg.request_id is not None and _usable_id(msg.request_id):
                 self._complete(msg.request_id, UpstreamError(jsonrpc.INTERNAL_ERROR,
                                                              f"server {self.config.name}: {msg.reason}",
                                                              server=self.config.name))
             return
-        if not isinstance(msg, dict):
-            self.log.warning("ignored non-object message from server ({})", type(msg).__name__)
+        if not isinstance(msg, dict) or not isinstance(msg.get("method", ""), str):
+            self.stats.garbage_lines += 1
+            self._dropped(1, f"ignored a message that is not JSON-RPC ({type(msg).__name__})")
+            return
+        if not _usable_id(msg.get("id")):
+            self.stats.bad_ids += 1
+            self._dropped(1, f"dropped a message whose id is a {type(msg['id']).__name__}: "
+                             f"{repr(msg['id'])[:ID_PREVIEW_CHARS]}")
             return
         if "method" in msg:
             if "id" in msg:
@@ -257,7 +294,7 @@ class Connection(Listing, pykka.ThreadingActor):
         if rid not in self._pending:
             self.log.debug("dropped reply for unknown or finished request {!r}", rid)
             return
-        if self._timeouts_in_a_row:
+        if self._timeouts_in_a_row and self._pending[rid].method != "ping":
             if self._timeouts_in_a_row >= DEGRADED_AFTER_TIMEOUTS:
                 self.supervisor.tell(ConnectionDegraded(self.config.name, self.generation, True))
             self._timeouts_in_a_row = 0
@@ -271,6 +308,12 @@ class Connection(Listing, pykka.ThreadingActor):
         else:
             result = msg.get("result")
             self._complete(rid, result if isinstance(result, dict) else {})
+
+    def _dropped(self, count: int, text: str) -> None:
+        """Log what the server sent that troupe dropped, at most a few lines a second."""
+        suppressed = self._log_budget.take(count)
+        if suppressed is not None:
+            self.log.warning("{}{}", text, f" ({suppressed} more not logged)" if suppressed else "")
 
     def _server_request(self, msg: dict) -> None:
         method, uid = msg["method"], msg["id"]
@@ -296,8 +339,9 @@ class Connection(Listing, pykka.ThreadingActor):
                 pass
         timer = gevent.spawn_later(CLIENT_ANSWER_TIMEOUT, on_reply, UpstreamError(
             jsonrpc.REQUEST_TIMEOUT, f"no client answered {method} within {CLIENT_ANSWER_TIMEOUT:g}s"))
-        session = router(ServerRequest(self.config.name, uid, method, msg.get("params") or {}, on_reply,
-                                       origin_request), origin)
+        params = msg.get("params")
+        params = params if isinstance(params, dict) else {}
+        session = router(ServerRequest(self.config.name, uid, method, params, on_reply, origin_request), origin)
         self._relayed[uid] = (timer, session)
 
     def _answer_server(self, uid, outcome) -> None:
@@ -312,8 +356,11 @@ class Connection(Listing, pykka.ThreadingActor):
 
     def _server_notification(self, msg: dict) -> None:
         method, params = msg["method"], msg.get("params") or {}
+        if not isinstance(params, dict):
+            params = {}
         if method == "notifications/progress":
-            pending = self._pending.get(params.get("progressToken"))
+            token = params.get("progressToken")
+            pending = self._pending.get(token) if _usable_id(token) else None
             if pending is not None and pending.on_progress is not None:
                 pending.on_progress(params)
         elif method in mcp.LIST_CHANGED:
@@ -327,7 +374,8 @@ class Connection(Listing, pykka.ThreadingActor):
             if self.bus is not None and isinstance(params.get("uri"), str):
                 self.bus.publish(ResourceUpdated(self.config.name, params["uri"]))
         elif method == "notifications/cancelled":
-            entry = self._relayed.pop(params.get("requestId"), None)
+            uid = params.get("requestId")
+            entry = self._relayed.pop(uid, None) if _usable_id(uid) else None
             if entry is not None:  # the server gave up on its own request to a client
                 entry[0].kill(block=False)
                 if entry[1] is not None:
@@ -370,3 +418,9 @@ class Connection(Listing, pykka.ThreadingActor):
                                          link_lost=True))
             except Exception:
                 self.log.exception("reply handler failed")
+
+
+def _usable_id(value) -> bool:
+    """A JSON-RPC id troupe can look up: a string, a number or null (a list or an object is not,
+    and true would pass for request 1)."""
+    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))

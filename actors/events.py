@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import orjson
+
+LOG_DATA_HISTORY_BYTES = 4096  # a ServerLogged payload keeps this much in the bus history
 
 
 def _now() -> float:
@@ -19,6 +23,10 @@ class Event:
     @property
     def kind(self) -> str:
         return type(self).__name__
+
+    def for_history(self) -> Event:
+        """The copy the bus keeps in its history (bounded in bytes); live subscribers get self."""
+        return self
 
     def to_json(self) -> dict:
         """A plain dict for /events and core_events; events never hold secrets."""
@@ -101,6 +109,23 @@ class ServerLogged(Event):
     level: str
     logger: str | None = None
     data: object = None
+
+    def for_history(self) -> ServerLogged:
+        """Keeps the first LOG_DATA_HISTORY_BYTES of a big payload, as text with a marker."""
+        data = self.data
+        if isinstance(data, str):
+            if len(data) <= LOG_DATA_HISTORY_BYTES // 4:  # 4 bytes per character at most: fits
+                return self
+            raw = data.encode("utf-8", "replace")
+        else:
+            try:
+                raw = orjson.dumps(data)
+            except TypeError:
+                raw = str(data).encode("utf-8", "replace")
+        if len(raw) <= LOG_DATA_HISTORY_BYTES:
+            return self
+        kept = raw[:LOG_DATA_HISTORY_BYTES].decode("utf-8", "ignore")
+        return replace(self, data=f"{kept}… [truncated by troupe: {len(raw)} bytes]")
 
 
 @dataclass(frozen=True, slots=True)

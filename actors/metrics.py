@@ -48,6 +48,10 @@ def _servers(servers: list, directory: dict):
     errors = CounterMetricFamily("troupe_server_errors", "Calls that got an error, a transport failure or a "
                                  "timeout (a tool result with isError is an answer).", labels=label)
     timeouts = CounterMetricFamily("troupe_server_timeouts", "Calls that timed out.", labels=label)
+    garbage = CounterMetricFamily("troupe_server_garbage_lines", "Lines from the server that were not JSON-RPC "
+                                  "messages (dropped).", labels=label)
+    bad_ids = CounterMetricFamily("troupe_server_bad_ids", "Messages from the server whose id was neither a "
+                                  "string nor a number (dropped).", labels=label)
     latency = HistogramMetricFamily("troupe_server_call_duration_seconds", "Tool call latency.", labels=label)
     in_flight = GaugeMetricFamily("troupe_server_in_flight", "Calls waiting for the server now.", labels=label)
     restarts = CounterMetricFamily("troupe_server_restarts", "Restarts (automatic and requested).", labels=label)
@@ -64,6 +68,8 @@ def _servers(servers: list, directory: dict):
             calls.add_metric([name], stats.calls)
             errors.add_metric([name], stats.errors)
             timeouts.add_metric([name], stats.timeouts)
+            garbage.add_metric([name], stats.garbage_lines)
+            bad_ids.add_metric([name], stats.bad_ids)
             latency.add_metric([name], _buckets(stats.bucket_counts), sum_value=stats.latency_sum)
             in_flight.add_metric([name], stats.in_flight)
         restarts.add_metric([name], s.get("restarts") or 0)
@@ -71,7 +77,7 @@ def _servers(servers: list, directory: dict):
             state.add_metric([name, st], 1 if s.get("state") == st else 0)
         up.add_metric([name], 1 if s.get("state") in ("ready", "degraded") else 0)
         listed.add_metric([name], s.get("tools") or 0)
-    yield from (calls, errors, timeouts, latency, in_flight, restarts, state, up, listed)
+    yield from (calls, errors, timeouts, garbage, bad_ids, latency, in_flight, restarts, state, up, listed)
 
 
 def _buckets(counts) -> list:

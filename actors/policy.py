@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 
 from .config import ServerConfig
 
+HUNG_AFTER_TIMEOUTS = 3  # requests timed out in a row before a ping decides whether a server is hung
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -13,7 +15,9 @@ class Policy:
 
     Backoff doubles from min_backoff to max_backoff with ±jitter; a server that
     stayed up `reset_after` seconds starts again from min_backoff; an open
-    circuit is retried after `cooldown` seconds (or by a manual restart).
+    circuit is retried after `cooldown` seconds (or by a manual restart). A server whose
+    requests time out `hung_after` times in a row and that then fails a ping is restarted
+    (0: never).
     """
 
     intensity: int = 5
@@ -23,6 +27,7 @@ class Policy:
     jitter: float = 0.2
     reset_after: float = 60.0
     cooldown: float = 300.0
+    hung_after: int = HUNG_AFTER_TIMEOUTS
 
     def backoff(self, attempt: int, rng: random.Random = random._inst) -> float:
         """Delay before restart number `attempt` (1-based)."""
@@ -31,7 +36,8 @@ class Policy:
 
     def overridden(self, server: ServerConfig) -> "Policy":
         spec = server.policy
-        changes = {k: getattr(spec, k) for k in ("intensity", "period", "min_backoff", "max_backoff")
+        changes = {k: getattr(spec, k) for k in ("intensity", "period", "min_backoff", "max_backoff",
+                                                           "hung_after")
                    if getattr(spec, k) is not None}
         return replace(self, **changes) if changes else self
 

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import bisect
+import time
 from collections import deque
 
 # Prometheus-style latency buckets, seconds.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RECENT = 512  # latencies kept for p50/p99 in the status report
+# What a server sends that troupe drops (non-JSON lines, replies with unusable ids) is
+# logged at this rate per server, in bursts of at most LOG_BURST lines; the rest is counted.
+LOG_RATE_PER_SEC = 2.0
+LOG_BURST = 5
 
 
 class ServerStats:
@@ -16,13 +21,16 @@ class ServerStats:
     so a reader always sees a consistent-enough picture without locks.
     """
 
-    __slots__ = ("in_flight", "calls", "errors", "timeouts", "bucket_counts", "latency_sum", "recent")
+    __slots__ = ("in_flight", "calls", "errors", "timeouts", "garbage_lines", "bad_ids", "bucket_counts",
+                 "latency_sum", "recent")
 
     def __init__(self) -> None:
         self.in_flight = 0
         self.calls = 0
         self.errors = 0
         self.timeouts = 0
+        self.garbage_lines = 0  # stdout lines that were not JSON-RPC messages
+        self.bad_ids = 0  # replies or requests whose id was neither a string nor an integer
         self.bucket_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
         self.recent: deque[float] = deque(maxlen=RECENT)
@@ -44,7 +52,33 @@ class ServerStats:
     def summary(self) -> dict:
         p50, p99 = self.percentile(0.5), self.percentile(0.99)
         return {"calls": self.calls, "errors": self.errors, "timeouts": self.timeouts,
+                "garbage_lines": self.garbage_lines, "bad_ids": self.bad_ids,
                 "latency_ms": {"p50": _ms(p50), "p99": _ms(p99)}}
+
+
+class LogBudget:
+    """A token bucket for log lines about one server's misbehaviour.
+
+    `take(n)` is asked before logging about `n` dropped things: it returns how many earlier
+    ones went unlogged (so the line can say so), or None when this one must not be logged.
+    """
+
+    __slots__ = ("rate", "burst", "tokens", "stamp", "suppressed")
+
+    def __init__(self, rate: float = LOG_RATE_PER_SEC, burst: int = LOG_BURST) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens, self.stamp, self.suppressed = float(burst), time.monotonic(), 0
+
+    def take(self, n: int = 1) -> int | None:
+        now = time.monotonic()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1.0:
+            self.suppressed += n
+            return None
+        self.tokens -= 1.0
+        suppressed, self.suppressed = self.suppressed, 0
+        return suppressed
 
 
 def _ms(v: float | None) -> float | None:

@@ -205,7 +205,7 @@ class Supervisor(pykka.ThreadingActor):
         child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry, child.stats,
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
-                                     shared=self.shared)
+                                     shared=self.shared, hung_after=child.policy.hung_after)
 
     def _stop_child(self, child: Child, reason: str, state: str = STOPPED, forget: bool = False) -> None:
         """Stop its connection; `forget` also takes its tools out of the catalogue (removal)."""

@@ -5,9 +5,14 @@ import os
 import re
 import signal
 import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import gevent.event
+from gevent.socket import wait_read, wait_write
 from loguru import logger
 
 from ..config import StdioSpec
@@ -21,8 +26,27 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a bigger line is refused, not parsed
 STDIN_CLOSE_GRACE = 0.5  # after closing stdin, before SIGTERM
 TERM_GRACE = 1.5  # after SIGTERM to the group, before SIGKILL
 KILL_WAIT = 2.0
+READER_STOP_WAIT = 1.0  # for a reader or writer greenlet to go once killed
 STDERR_LOG_LINES_PER_SEC = 50  # a flooding child must not flood troupe's log
+STDERR_YIELD_LINES = 256  # the stderr drain lets the hub run after this many buffered lines
+READ_CHUNK_BYTES = 64 * 1024  # one read of stdout; the reader yields to the hub after each
+WRITE_CHUNK_BYTES = 64 * 1024  # one write to stdin (a pipe holds 64 KiB on Linux)
+MAX_QUEUED_WRITE_BYTES = 64 * 1024 * 1024  # beyond this a send fails at once: the server is not reading
+DEFAULT_WRITE_STALL = 30.0  # a write that makes no progress this long means the server is hung
+GARBAGE_SAMPLE_BYTES = 80  # how much of a non-JSON line is quoted in the log
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_ID_HEAD_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class GarbageLines(TransportGarbage):
+    """`lines` stdout lines in a row that were not JSON-RPC messages; `reason` quotes the first.
+
+    The reader sums them per chunk it reads, so a server printing 50k junk lines a second
+    costs troupe a few dozen messages a second, not 50k.
+    """
+
+    lines: int = 1
 
 
 def child_env(extra: dict | Any) -> dict:
@@ -32,18 +56,39 @@ def child_env(extra: dict | Any) -> dict:
 
 
 class StdioTransport:
-    """Spawns the server, reads its stdout line by line, drains its stderr, kills the group."""
+    """Spawns the server, reads its stdout line by line, drains its stderr, kills the group.
+
+    Nothing here blocks the caller or the hub: stdout and stdin are non-blocking pipes, read
+    and written by their own greenlets. Sends go through a queue bounded in bytes; a write
+    that makes no progress for `write_timeout` seconds means the server stopped reading, and
+    the transport reports itself closed (the owner then restarts it, killing its group).
+    """
 
     def __init__(self, name: str, spec: StdioSpec, on_message: OnMessage, on_closed: OnClosed,
-                 *, log=logger, max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 *, log=logger, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 write_timeout: float = DEFAULT_WRITE_STALL):
         self.name, self.spec = name, spec
         self._on_message, self._on_closed = on_message, on_closed
         self._log = log.bind(server=name)
         self._max = max_message_bytes
+        self._write_timeout = write_timeout
         self._proc: subprocess.Popen | None = None
         self._readers: list[gevent.Greenlet] = []
+        self._writer: gevent.Greenlet | None = None
+        self._outbox: deque[bytes] = deque()
+        self._queued = 0  # bytes in _outbox
+        self._wake = gevent.event.Event()
+        self._stalled_since: float | None = None  # monotonic time the current write stopped moving
+        self._broken: str | None = None  # why stdin cannot be written any more
         self._closed = False
         self._close_reported = False
+        # stdout line assembly (reader greenlet only)
+        self._buf = bytearray()
+        self._scanned = 0  # _buf[:_scanned] holds no newline
+        self._skipping = False  # inside an oversized line: its rest is dropped as it arrives
+        self._skipped_id: Any = None  # the request that oversized line answered, if its head says
+        self._garbage = 0
+        self._garbage_sample = b""
 
     # -- lifecycle
 
@@ -55,7 +100,10 @@ class StdioTransport:
                 start_new_session=True, bufsize=-1)
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot start {self.spec.command!r}: {exc}") from None
+        os.set_blocking(self._proc.stdin.fileno(), False)
+        os.set_blocking(self._proc.stdout.fileno(), False)
         self._readers = [gevent.spawn(self._read_stdout), gevent.spawn(self._drain_stderr)]
+        self._writer = gevent.spawn(self._write_stdin)
 
     @property
     def pid(self) -> int | None:
@@ -67,83 +115,186 @@ class StdioTransport:
     def set_protocol_version(self, version: str) -> None:
         pass  # stdio has no per-message version header
 
+    def write_stalled_for(self) -> float | None:
+        """Seconds the server has not taken a byte of a pending write, or None."""
+        since = self._stalled_since
+        return None if since is None else time.monotonic() - since
+
     def send(self, message: dict) -> None:
         self.send_bytes(jsonrpc.encode(message))
 
     def send_bytes(self, data: bytes) -> None:
-        proc = self._proc
-        if self._closed or proc is None or proc.stdin is None:
+        """Queue one message for the writer greenlet; never waits for the server."""
+        if self._closed or self._proc is None:
             raise TransportError(f"{self.name}: not connected")
-        try:
-            proc.stdin.write(data + b"\n")
-            proc.stdin.flush()
-        except (OSError, ValueError) as exc:
-            raise TransportError(f"{self.name}: write failed: {exc}") from None
+        if self._broken is not None:
+            raise TransportError(f"{self.name}: {self._broken}")
+        if self._queued and self._queued + len(data) + 1 > MAX_QUEUED_WRITE_BYTES:
+            raise TransportError(f"{self.name}: not reading its stdin ({self._queued} bytes waiting to be "
+                                 f"written, limit {MAX_QUEUED_WRITE_BYTES})")
+        self._outbox.append(data + b"\n")
+        self._queued += len(data) + 1
+        self._wake.set()
 
     def close(self) -> None:
-        """Close stdin, then SIGTERM the group, then SIGKILL it; always reap."""
+        """Stop the writer, close stdin, SIGTERM the group, then SIGKILL it; always reap."""
         if self._closed:
             return
         self._closed = True
         proc = self._proc
+        if self._writer is not None and self._writer is not gevent.getcurrent():
+            # it may be waiting on stdin's fd, which is about to be closed
+            self._writer.kill(block=True, timeout=READER_STOP_WAIT)
         if proc is not None:
             _stop_process_group(proc)
         for g in self._readers:
-            g.kill(block=False)
+            if g is not gevent.getcurrent():
+                g.kill(block=True, timeout=READER_STOP_WAIT)
+        if proc is not None:
+            for stream in (proc.stdout, proc.stderr):
+                try:
+                    if stream:
+                        stream.close()
+                except OSError:
+                    pass
         self._report_closed("closed by troupe")
+
+    # -- writer (a greenlet; the only one that touches stdin)
+
+    def _write_stdin(self) -> None:
+        fd = self._proc.stdin.fileno()
+        while True:
+            if not self._outbox:
+                self._wake.clear()
+                self._wake.wait()
+                continue
+            data = memoryview(self._outbox[0])
+            done = 0
+            while done < len(data):
+                try:
+                    done += os.write(fd, data[done:done + WRITE_CHUNK_BYTES])
+                    self._stalled_since = None
+                except BlockingIOError:
+                    if self._stalled_since is None:
+                        self._stalled_since = time.monotonic()
+                    try:
+                        wait_write(fd, timeout=self._write_timeout)
+                    except TimeoutError:
+                        self._stdin_broken(f"hung: the server stopped reading its stdin (no write progress "
+                                           f"for {self._write_timeout:g}s)")
+                        return
+                except OSError as exc:  # EPIPE: it closed stdin or exited
+                    self._stdin_broken(self._exit_reason() or f"write to stdin failed: {exc}")
+                    return
+            self._outbox.popleft()
+            self._queued -= len(data)
+
+    def _stdin_broken(self, reason: str) -> None:
+        self._broken = reason
+        self._outbox.clear()
+        self._queued = 0
+        self._log.warning("{}", reason)
+        self._report_closed(reason)
+
+    def _exit_reason(self) -> str | None:
+        try:
+            code = self._proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            return None
+        return f"process exited with code {code}"
 
     # -- readers (greenlets; never inside the actor)
 
     def _read_stdout(self) -> None:
         proc = self._proc
-        stdout = proc.stdout
+        fd = proc.stdout.fileno()
         reason = "stdout closed"
         try:
             while True:
-                line = stdout.readline(self._max + 1)
-                if not line:
-                    break
-                if len(line) > self._max and not line.endswith(b"\n"):
-                    self._skip_oversized(stdout, line)
-                    continue
-                line = line.strip()
-                if not line:
-                    continue
                 try:
-                    msg = jsonrpc.decode(line)
-                except ValueError:
-                    self._on_message(TransportGarbage(f"not JSON: {line[:80]!r}"))
+                    chunk = os.read(fd, READ_CHUNK_BYTES)
+                except BlockingIOError:
+                    wait_read(fd)
                     continue
-                self._on_message(msg)
-        except (OSError, ValueError) as exc:
+                if not chunk:
+                    break
+                self._take(chunk)
+                self._flush_garbage()
+                gevent.sleep(0)  # a server that floods stdout must not starve the other greenlets
+        except OSError as exc:
             reason = f"stdout error: {exc}"
+        self._flush_garbage()
+        if self._closed:
+            return
         code = proc.poll()
-        if code is None and not self._closed:
+        if code is None:
             try:
                 code = proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 code = None
         self._report_closed(f"process exited with code {code}" if code is not None else reason)
 
-    def _skip_oversized(self, stdout, head: bytes) -> None:
-        # Find which request it answered, so that caller fails now instead of timing out.
-        match = _ID_IN_HEAD.search(head[:4096])
-        request_id = jsonrpc.decode(match.group(1)) if match else None
-        while True:  # discard the rest of the line without holding it in memory
-            chunk = stdout.readline(1 << 20)
-            if not chunk or chunk.endswith(b"\n"):
-                break
+    def _take(self, chunk: bytes) -> None:
+        """Split what was read into lines; hand on each message, count the rest."""
+        buf = self._buf
+        buf += chunk
+        start = 0
+        while (nl := buf.find(b"\n", max(start, self._scanned))) >= 0:
+            self._scanned = 0
+            if self._skipping:
+                self._skipping = False
+                self._refuse(self._skipped_id)
+            elif nl - start > self._max:
+                self._refuse(_id_in_head(buf[start:start + _ID_HEAD_BYTES]))
+            else:
+                self._line(buf[start:nl])
+            start = nl + 1
+        del buf[:start]
+        if self._skipping:
+            buf.clear()  # the rest of a refused line: never held in memory
+        elif len(buf) > self._max:
+            self._skipping, self._skipped_id = True, _id_in_head(buf[:_ID_HEAD_BYTES])
+            buf.clear()
+        self._scanned = len(buf)
+
+    def _line(self, line: bytearray) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = jsonrpc.decode(line)
+        except ValueError:
+            msg = None
+        if not isinstance(msg, dict):
+            if not self._garbage:
+                self._garbage_sample = bytes(line[:GARBAGE_SAMPLE_BYTES])
+            self._garbage += 1
+            return
+        self._flush_garbage()  # keep the order the server wrote things in
+        self._on_message(msg)
+
+    def _flush_garbage(self) -> None:
+        if self._garbage:
+            lines, self._garbage = self._garbage, 0
+            self._on_message(GarbageLines(f"not a JSON-RPC message: {self._garbage_sample!r}", lines=lines))
+
+    def _refuse(self, request_id) -> None:
+        # Name the request it answered, so that caller fails now instead of timing out.
+        self._flush_garbage()
         self._on_message(TransportGarbage(f"message over {self._max} bytes refused", request_id))
 
     def _drain_stderr(self) -> None:
         # An undrained stderr pipe deadlocks a chatty child; read it all, log a little.
         stderr = self._proc.stderr
-        budget, window = STDERR_LOG_LINES_PER_SEC, 0.0
+        budget, window, lines = STDERR_LOG_LINES_PER_SEC, 0.0, 0
         try:
             while True:
                 line = stderr.readline(65536)
                 if not line:
                     return
+                lines += 1
+                if lines % STDERR_YIELD_LINES == 0:
+                    gevent.sleep(0)  # buffered lines are read without waiting: let others run
                 now = gevent.get_hub().loop.now()
                 if now - window >= 1.0:
                     budget, window = STDERR_LOG_LINES_PER_SEC, now
@@ -157,6 +308,11 @@ class StdioTransport:
         if not self._close_reported:
             self._close_reported = True
             self._on_closed(reason)
+
+
+def _id_in_head(head) -> Any:
+    match = _ID_IN_HEAD.search(bytes(head))
+    return jsonrpc.decode(match.group(1)) if match else None
 
 
 def _stop_process_group(proc: subprocess.Popen) -> None:
@@ -186,9 +342,3 @@ def _stop_process_group(proc: subprocess.Popen) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
-    for stream in (proc.stdout, proc.stderr):
-        try:
-            if stream:
-                stream.close()
-        except OSError:
-            pass

@@ -1,4 +1,8 @@
-"""Echo MCP test server that surrounds every valid message on stdout with junk lines."""
+"""Echo MCP test server that surrounds every valid message on stdout with junk lines;
+with --flood N it also prints about N non-JSON lines a second, forever."""
+import threading
+import time
+
 from tests.servers import echo
 from tests.servers._mini import MiniServer
 
@@ -10,6 +14,7 @@ JUNK = (
     b'{"no_jsonrpc_field": true, "id": 424242, "result": {}}',
     "ünïcödé log line ✓".encode(),
 )
+FLOOD_BATCHES_PER_SEC = 100
 
 
 class Garbage(MiniServer):
@@ -22,8 +27,25 @@ class Garbage(MiniServer):
         self.junk()
         super().send(message)
 
+    def flood(self, per_second: int) -> None:
+        """Non-JSON lines at about `per_second`, in batches; blocks when the reader lags."""
+        per_batch = max(1, per_second // FLOOD_BATCHES_PER_SEC)
+        n = 0
+        next_batch = time.monotonic()
+        while True:
+            batch = b"\n".join(b"flood line %08d: this is not JSON at all" % (n + i) for i in range(per_batch))
+            n += per_batch
+            self.send_raw(batch)
+            next_batch += 1 / FLOOD_BATCHES_PER_SEC
+            time.sleep(max(0.0, next_batch - time.monotonic()))
+
 
 if __name__ == "__main__":
-    server = echo.build(echo.parser(__doc__).parse_args(), Garbage)
+    parser = echo.parser(__doc__)
+    parser.add_argument("--flood", type=int, default=0, help="non-JSON lines a second, forever")
+    args = parser.parse_args()
+    server = echo.build(args, Garbage)
     server.junk()
+    if args.flood:
+        threading.Thread(target=server.flood, args=(args.flood,), daemon=True).start()
     server.run()
