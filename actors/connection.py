@@ -267,7 +267,7 @@ class Connection(Listing, pykka.ThreadingActor):
 
     def _inbound(self, msg) -> None:
         if isinstance(msg, TransportGarbage):
-            lines = getattr(msg, "lines", 1)  # the stdio reader sums a run of junk lines
+            lines = msg.lines  # the stdio reader sums a run of junk lines
             self.stats.garbage_lines += lines
             self._dropped(lines, f"ignored {lines} line(s) from server: {msg.reason}")
             if msg.request_id is not None and _usable_id(msg.request_id):

@@ -28,6 +28,7 @@ class TransportGarbage:
 
     reason: str
     request_id: Any = None
+    lines: int = 1  # stdout lines in a row this stands for (the stdio reader sums a run of junk)
 
 
 class Transport(Protocol):

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import gevent
@@ -36,17 +35,6 @@ DEFAULT_WRITE_STALL = 30.0  # a write that makes no progress this long means the
 GARBAGE_SAMPLE_BYTES = 80  # how much of a non-JSON line is quoted in the log
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 _ID_HEAD_BYTES = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class GarbageLines(TransportGarbage):
-    """`lines` stdout lines in a row that were not JSON-RPC messages; `reason` quotes the first.
-
-    The reader sums them per chunk it reads, so a server printing 50k junk lines a second
-    costs troupe a few dozen messages a second, not 50k.
-    """
-
-    lines: int = 1
 
 
 def child_env(extra: dict | Any) -> dict:
@@ -276,7 +264,7 @@ class StdioTransport:
     def _flush_garbage(self) -> None:
         if self._garbage:
             lines, self._garbage = self._garbage, 0
-            self._on_message(GarbageLines(f"not a JSON-RPC message: {self._garbage_sample!r}", lines=lines))
+            self._on_message(TransportGarbage(f"not a JSON-RPC message: {self._garbage_sample!r}", lines=lines))
 
     def _refuse(self, request_id) -> None:
         # Name the request it answered, so that caller fails now instead of timing out.
