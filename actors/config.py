@@ -82,6 +82,7 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT
     prefix: str | None = None  # None = the server's name; "" = no prefix
     max_in_flight: int = 64
+    max_queued: int = 1000  # calls beyond max_in_flight wait in a FIFO this long; only a full one says busy
     max_message_bytes: int = 16 * 1024 * 1024
     retry_idempotent_tools: bool = False  # retry a tools/call once after a reconnect if the tool says idempotentHint
     policy: PolicySpec = PolicySpec()
@@ -237,7 +238,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         check.fail(path, "must be a mapping with name and transport")
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
-                              "max_in_flight", "restart", "max_message_bytes", "retry_idempotent_tools",
+                              "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
                               "pin"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
@@ -287,6 +288,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         auto_start=check.typed(item, "auto_start", path, bool, True),
         timeout=timeout or 30.0, prefix=prefix,
         max_in_flight=check.typed(item, "max_in_flight", path, int, 64), policy=policy,
+        max_queued=check.typed(item, "max_queued", path, int, 1000),
         max_message_bytes=check.typed(item, "max_message_bytes", path, int, 16 * 1024 * 1024),
         retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
         pin=check.typed(item, "pin", path, bool, True))

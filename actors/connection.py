@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import gevent
@@ -12,8 +12,8 @@ from loguru import logger
 from .config import ServerConfig
 from .events import ResourceUpdated, ServerLogged
 from .messages import (AnswerServer, CancelForward, ConnectionDegraded, ConnectionFailed, Forward, Inbound,
-                       NotifyUpstream, RequestTimedOut, ServerRequest, ServerRequestCancelled, SetLogLevel,
-                       TransportClosed, UpstreamError)
+                       NotifyUpstream, QueuedTimedOut, RequestTimedOut, ServerRequest, ServerRequestCancelled,
+                       SetLogLevel, TransportClosed, UpstreamError)
 from .listing import Listing
 from .policy import HUNG_AFTER_TIMEOUTS
 from .protocol import jsonrpc, mcp
@@ -71,6 +71,8 @@ class Connection(Listing, pykka.ThreadingActor):
         self.transport = None
         self._next_id = 0
         self._pending: dict[int, _Pending] = {}
+        self._queued: dict[int, tuple] = {}  # ticket → (Forward, timer, timeout, since), oldest first
+        self._next_ticket = 0
         self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref)
         self._lists: dict[str, tuple] = {}
         self._listing: set[str] = set()
@@ -144,6 +146,8 @@ class Connection(Listing, pykka.ThreadingActor):
                 self._inbound(msg)
             case RequestTimedOut(request_id=rid):
                 self._timed_out(rid)
+            case QueuedTimedOut(ticket=ticket):
+                self._queue_timed_out(ticket)
             case CancelForward():
                 self._cancel(message)
             case AnswerServer(upstream_id=uid, outcome=outcome):
@@ -165,11 +169,49 @@ class Connection(Listing, pykka.ThreadingActor):
                                        server=self.config.name))
             return
         if self.stats.in_flight >= self.config.max_in_flight:
+            self._wait_for_slot(fwd)
+            return
+        self._dispatch(fwd)
+
+    # Backpressure: beyond max_in_flight a call waits its turn (FIFO), still bounded by its
+    # own timeout; only a full queue is refused as busy.
+
+    def _wait_for_slot(self, fwd: Forward) -> None:
+        if len(self._queued) >= self.config.max_queued:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE,
                                        f"server {self.config.name} is busy: {self.stats.in_flight} calls in "
-                                       f"flight (max_in_flight {self.config.max_in_flight}); retry later",
-                                       server=self.config.name))
+                                       f"flight and {len(self._queued)} waiting (max_queued "
+                                       f"{self.config.max_queued}); retry later", server=self.config.name))
             return
+        self._next_ticket += 1
+        ticket = self._next_ticket
+        timeout = fwd.timeout or self.config.timeout
+        timer = gevent.spawn_later(timeout, self._tell, QueuedTimedOut(ticket))
+        self._queued[ticket] = (fwd, timer, timeout, time.monotonic())
+        self.stats.queued = len(self._queued)
+
+    def _queue_timed_out(self, ticket: int) -> None:
+        entry = self._queued.pop(ticket, None)
+        if entry is None:
+            return
+        self.stats.queued = len(self._queued)
+        fwd, _, timeout, _ = entry
+        fwd.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT,
+                                   f"server {self.config.name} had no free slot within {timeout:g}s "
+                                   f"({self.stats.in_flight} calls in flight, max_in_flight "
+                                   f"{self.config.max_in_flight})", server=self.config.name))
+
+    def _next_in_line(self) -> None:
+        """A slot was freed: the longest-waiting call goes now."""
+        while self._queued and self.stats.in_flight < self.config.max_in_flight and not self._failed:
+            ticket = next(iter(self._queued))
+            fwd, timer, timeout, since = self._queued.pop(ticket)
+            timer.kill(block=False)
+            self.stats.queued = len(self._queued)
+            # the wait counts against the call's timeout: queued or sent, it is answered in time
+            self._dispatch(replace(fwd, timeout=max(0.001, timeout - (time.monotonic() - since))))
+
+    def _dispatch(self, fwd: Forward) -> None:
         self.stats.in_flight += 1
         self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
                       counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
@@ -205,6 +247,8 @@ class Connection(Listing, pykka.ThreadingActor):
             pending.on_reply(outcome)
         except Exception:
             self.log.exception("reply handler for {} failed", pending.method)
+        if pending.counted:
+            self._next_in_line()
 
     def _timed_out(self, rid: int) -> None:
         pending = self._pending.get(rid)
@@ -247,8 +291,13 @@ class Connection(Listing, pykka.ThreadingActor):
                           self._timeouts_in_a_row)
 
     def _cancel(self, cancel: CancelForward) -> None:
-        doomed = [rid for rid, p in self._pending.items() if p.origin == cancel.origin
-                  and (cancel.origin_request is None or p.origin_request == cancel.origin_request)]
+        def matches(fwd_or_pending) -> bool:
+            return fwd_or_pending.origin == cancel.origin and (
+                cancel.origin_request is None or fwd_or_pending.origin_request == cancel.origin_request)
+        for ticket in [t for t, (fwd, *_) in self._queued.items() if matches(fwd)]:
+            self._queued.pop(ticket)[1].kill(block=False)  # never sent: nothing to cancel upstream
+        self.stats.queued = len(self._queued)
+        doomed = [rid for rid, p in self._pending.items() if matches(p)]
         for rid in doomed:
             pending = self._pending.pop(rid)
             if pending.timer is not None:
@@ -256,6 +305,8 @@ class Connection(Listing, pykka.ThreadingActor):
             if pending.counted:
                 self.stats.in_flight -= 1
             self._send(jsonrpc.notification("notifications/cancelled", {"requestId": rid, "reason": cancel.reason}))
+        if doomed:
+            self._next_in_line()
 
     def _send(self, message: dict) -> None:
         try:
@@ -403,6 +454,15 @@ class Connection(Listing, pykka.ThreadingActor):
         self.supervisor.tell(ConnectionFailed(self.config.name, self.generation, reason))
 
     def _fail_all(self, message: str) -> None:
+        queued, self._queued = self._queued, {}
+        self.stats.queued = 0
+        for fwd, timer, *_ in queued.values():
+            timer.kill(block=False)
+            try:
+                fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name,
+                                           link_lost=True))
+            except Exception:
+                self.log.exception("reply handler failed")
         relayed, self._relayed = self._relayed, {}
         for timer, _session in relayed.values():
             timer.kill(block=False)

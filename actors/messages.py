@@ -119,7 +119,16 @@ class TransportClosed:
 
 @dataclass(frozen=True, slots=True)
 class RequestTimedOut:
+    """A request's own timer fired (told by the timer greenlet to its Connection)."""
+
     request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTimedOut:
+    """A call still waiting for a free slot ran out of time (told by its timer to its Connection)."""
+
+    ticket: int
 
 
 @dataclass(frozen=True, slots=True)

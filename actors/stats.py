@@ -21,11 +21,12 @@ class ServerStats:
     so a reader always sees a consistent-enough picture without locks.
     """
 
-    __slots__ = ("in_flight", "calls", "errors", "timeouts", "garbage_lines", "bad_ids", "bucket_counts",
+    __slots__ = ("in_flight", "queued", "calls", "errors", "timeouts", "garbage_lines", "bad_ids", "bucket_counts",
                  "latency_sum", "recent")
 
     def __init__(self) -> None:
         self.in_flight = 0
+        self.queued = 0  # calls waiting for a free slot (beyond max_in_flight)
         self.calls = 0
         self.errors = 0
         self.timeouts = 0
@@ -51,7 +52,7 @@ class ServerStats:
 
     def summary(self) -> dict:
         p50, p99 = self.percentile(0.5), self.percentile(0.99)
-        return {"calls": self.calls, "errors": self.errors, "timeouts": self.timeouts,
+        return {"queued": self.queued, "calls": self.calls, "errors": self.errors, "timeouts": self.timeouts,
                 "garbage_lines": self.garbage_lines, "bad_ids": self.bad_ids,
                 "latency_ms": {"p50": _ms(p50), "p99": _ms(p99)}}
 

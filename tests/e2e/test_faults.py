@@ -120,14 +120,42 @@ def test_crash_mid_call_answers_fast_and_recovers(make):
     assert text_of(t.call("flaky__echo", {"text": "three"})) == "three"
 
 
-def test_in_flight_limit_gives_a_clear_busy_error(make):
-    t = make([server("echo", "tests.servers.echo", max_in_flight=2)])
-    slow = [t.send_request("tools/call", {"name": "echo__sleep", "arguments": {"seconds": 2}}) for _ in range(2)]
+def test_calls_beyond_max_in_flight_wait_their_turn_and_only_a_full_queue_is_busy(make):
+    t = make([server("echo", "tests.servers.echo", max_in_flight=2, max_queued=2, timeout=10)])
+    slow = [t.send_request("tools/call", {"name": "echo__sleep", "arguments": {"seconds": 3}}) for _ in range(2)]
     wait_until(lambda: t.server_status("echo")["in_flight"] == 2, 10, message="two in flight")
+    waiting = [t.send_request("tools/call", {"name": "echo__echo", "arguments": {"text": f"w{i}"}}) for i in range(2)]
+    wait_until(lambda: t.server_status("echo")["queued"] == 2, 10, message="two waiting")
     busy = _error_text(t.call("echo__echo", {"text": "x"}, timeout=5))
-    assert "busy" in busy and "max_in_flight" in busy
+    assert "busy" in busy and "max_queued" in busy
     for rid in slow:
         assert text_of(t.wait_response(rid)) == "slept"
+    # the waiting calls go, in order, as the slow ones free their slots
+    assert [text_of(t.wait_response(rid)) for rid in waiting] == ["w0", "w1"]
+    assert t.server_status("echo")["queued"] == 0
+
+
+def test_a_call_waiting_for_a_slot_is_still_bounded_by_its_timeout(make):
+    t = make([server("echo", "tests.servers.echo", max_in_flight=1, timeout=2)])
+    sent = {}
+
+    def send(name, arguments):
+        rid = t.send_request("tools/call", {"name": name, "arguments": arguments})
+        sent[rid] = time.monotonic()
+        return rid
+    first = send("echo__sleep", {"seconds": 10})
+    wait_until(lambda: t.server_status("echo")["in_flight"] == 1, 10, message="one in flight")
+    second = send("echo__sleep", {"seconds": 10})
+    third = send("echo__echo", {"text": "x"})
+    # waiting counts against a call's timeout: each is answered within it, queued or sent
+    answers = {rid: t.wait_response(rid, timeout=10) for rid in (first, second, third)}
+    took = {rid: time.monotonic() - sent[rid] for rid in answers}
+    assert "did not answer" in _error_text(answers[first]) and took[first] < 2 + 1.5
+    assert answers[second]["result"]["isError"] and took[second] < 2 + 1.5
+    # the third either got the slot in its last moments or was told it never came
+    assert text_of(answers[third]) == "x" or "no free slot within 2s" in _error_text(answers[third])
+    assert took[third] < 2 + 1.5
+    assert t.server_status("echo")["queued"] == 0
 
 
 def test_slow_start_is_waited_for_by_the_first_list(make, tmp_path):
