@@ -114,6 +114,22 @@ def test_200_greenlets_call_tools_concurrently_through_the_handle(tmp_path):
 # Records what `import actors` loads, before anything else of the host's is imported.
 IMPORT_ACTORS = "import sys\n_before = set(sys.modules)\nimport actors\nIMPORTED = set(sys.modules) - _before\n"
 
+def test_100_greenlets_on_one_server_all_get_answers_beyond_max_in_flight(tmp_path):
+    out = _run(tmp_path, """
+        troupe = actors.start({"servers": [echo("one")], "serve": {"mode": "flat", "startup_wait": 20}})
+        troupe.wait_ready()
+
+        def one(i):
+            return troupe.call_tool("one__sleep", {"seconds": 0.2})["content"][0]["text"]
+        jobs = [gevent.spawn(one, i) for i in range(100)]
+        gevent.joinall(jobs, timeout=30)
+        troupe.stop()
+        done(answers=[j.value for j in jobs if j.successful()])
+    """)
+    # max_in_flight is 64: the other 36 wait their turn instead of being told "busy"
+    assert out["answers"] == ["slept"] * 100
+
+
 
 @pytest.mark.parametrize("prelude, missing", [
     ("", "threading, queue, socket"),
