@@ -59,7 +59,8 @@ class Connection(Listing, pykka.ThreadingActor):
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
                  registry: pykka.ActorRef, stats: ServerStats, *,
                  transport_factory=make_transport, client_capabilities: dict | None = None,
-                 bus=None, shared: dict | None = None, hung_after: int = HUNG_AFTER_TIMEOUTS) -> None:
+                 bus=None, route_server_request=None, log_level: str | None = None,
+                 hung_after: int = HUNG_AFTER_TIMEOUTS) -> None:
         super().__init__()
         self.config, self.generation = config, generation
         self.supervisor, self.registry, self.stats = supervisor, registry, stats
@@ -67,7 +68,9 @@ class Connection(Listing, pykka.ThreadingActor):
         self._factory = transport_factory
         self._client_caps = client_capabilities or {}
         self.bus = bus
-        self.shared = shared if shared is not None else {}  # settings all upstreams follow (log level)
+        # How a server→client request finds the session whose call triggered it (None: refuse them).
+        self._route = route_server_request
+        self.log_level = log_level  # the level upstreams log at, as the Supervisor last told
         self.transport = None
         self._next_id = 0
         self._pending: dict[int, _Pending] = {}
@@ -101,7 +104,7 @@ class Connection(Listing, pykka.ThreadingActor):
             self._fail(f"transport open failed: {exc}")
             return
         # What troupe can relay for its clients (see Runtime.upstream_capabilities).
-        caps = self.shared.get("client_caps", self._client_caps)
+        caps = self._client_caps
         self._request("initialize", {"protocolVersion": mcp.LATEST, "capabilities": caps,
                                      "clientInfo": mcp.CLIENT_INFO},
                       self._initialized, timeout=min(INIT_TIMEOUT, max(self.config.timeout, 5.0)))
@@ -153,6 +156,7 @@ class Connection(Listing, pykka.ThreadingActor):
             case AnswerServer(upstream_id=uid, outcome=outcome):
                 self._answer_server(uid, outcome)
             case SetLogLevel(level=level):
+                self.log_level = level
                 self._set_log_level(level)
             case NotifyUpstream(method=method, params=params):
                 self._send(jsonrpc.notification(method, params))
@@ -371,7 +375,7 @@ class Connection(Listing, pykka.ThreadingActor):
         if method == "ping":
             self._send(jsonrpc.result(uid, {}))
             return
-        router = self.shared.get("route_server_request")
+        router = self._route
         if method not in RELAYED or router is None:
             self._send(jsonrpc.error(uid, jsonrpc.METHOD_NOT_FOUND, f"troupe does not relay {method}"))
             return

@@ -143,7 +143,7 @@ class Troupe:
         self._notify("notifications/initialized", {})
 
     def __repr__(self) -> str:
-        state = "stopped" if self._stopped else f"{len(self.runtime.directory)} servers"
+        state = "stopped" if self._stopped else f"{len(self.runtime.servers.current.servers)} servers"
         return f"<Troupe {state}>"
 
     def __enter__(self) -> "Troupe":
@@ -195,10 +195,10 @@ class Troupe:
             pass
 
     def _server_timeout(self, server: str | None) -> float:
-        child = self.runtime.directory.get(server) if server else None
-        if child is not None:
-            return child.config.timeout
-        known = [c.config.timeout for c in list(self.runtime.directory.values())]
+        view = self.runtime.servers.current.get(server)
+        if view is not None:
+            return view.config.timeout
+        known = [v.config.timeout for v in self.runtime.servers.current.servers.values()]
         return max(known, default=DEFAULT_SERVER_TIMEOUT)
 
     def _timeout(self, server: str | None = None) -> float:
@@ -353,10 +353,10 @@ class Troupe:
         # just approved: the supervisor hears of it a moment later, so "pending" is not settled yet
         unsettled = ("starting", PENDING_APPROVAL) if approved else ("starting",)
         while time.monotonic() < deadline:
-            child = self.runtime.directory.get(name)
-            if child is not None and child.settled and child.state not in unsettled:
+            view = self.runtime.servers.current.get(name)
+            if view is not None and view.settled and view.state not in unsettled:
                 # The registry publishes the lists a moment after the supervisor hears "ready".
-                if not child.callable or not any(child.counts) or name in self.runtime.catalogue().servers:
+                if not view.callable or not any(view.counts) or name in self.runtime.catalogue().servers:
                     return
             gevent.sleep(POLL_INTERVAL)
 

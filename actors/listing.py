@@ -70,8 +70,8 @@ class Listing:
         if not self._ready:
             self._ready = True
             self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
-            if self.shared.get("log_level"):
-                self._set_log_level(self.shared["log_level"])
+            if self.log_level:
+                self._set_log_level(self.log_level)
             self.supervisor.tell(ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
                                                  self.describe()))
         else:

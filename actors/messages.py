@@ -321,3 +321,11 @@ class LaunchFacts:
     verdict: str  # allowed | pending-approval | denied
     shown: str  # the launch line or URL with secrets redacted
     file: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetSessionLogLevel:
+    """Told by a Session to the Supervisor: the log level it wants relayed (None = it left)."""
+
+    session: Any
+    level: str | None

@@ -27,7 +27,7 @@ class TroupeCollector:
         report = self.rt.status()
         servers = report.get("servers") or []
         yield from _troupe(report)
-        yield from _servers(servers, self.rt.directory)
+        yield from _servers(servers, self.rt.servers.current)
         yield from _discovery(report.get("discovery"))
 
 
@@ -42,7 +42,7 @@ def _troupe(report: dict):
     yield GaugeMetricFamily("troupe_servers", "Servers troupe supervises.", value=len(report.get("servers") or []))
 
 
-def _servers(servers: list, directory: dict):
+def _servers(servers: list, directory):
     label = ["server"]
     calls = CounterMetricFamily("troupe_server_calls", "Tool calls forwarded to the server.", labels=label)
     errors = CounterMetricFamily("troupe_server_errors", "Calls that got an error, a transport failure or a "
@@ -61,8 +61,8 @@ def _servers(servers: list, directory: dict):
     listed = GaugeMetricFamily("troupe_server_tools", "Tools the server lists now.", labels=label)
     for s in servers:
         name = s["name"]
-        child = directory.get(name)
-        stats = child.stats if child is not None else None
+        view = directory.get(name)
+        stats = view.stats if view is not None else None
         if stats is not None:
             # The stats object is the live one (status only carries a summary); read it once.
             calls.add_metric([name], stats.calls)

@@ -112,7 +112,7 @@ class RelayHandlers:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}"))
             return
         self.log_level = level
-        self.rt.set_log_level(self.key, level)
+        self.rt.set_log_level(self.actor_ref, level)
         sink(jsonrpc.result(rid, {}))
 
 

@@ -125,8 +125,8 @@ class ConfigWatcher:
         """The running config for a server whose file entry did not change (keeps runtime toggles)."""
         if self._loaded.get(server.name) != server:
             return server
-        child = self.rt.directory.get(server.name)
-        return child.config if child is not None else server
+        view = self.rt.servers.current.get(server.name)
+        return view.config if view is not None else server
 
     def _report(self, new, result: dict) -> None:
         added, removed, changed = (tuple(result.get(k, ())) for k in ("added", "removed", "changed"))

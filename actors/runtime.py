@@ -17,7 +17,8 @@ from .messages import ApplyServers, ControlServer, GetStatus
 from .protocol import mcp
 from .policy import Policy
 from .registry import CatalogueBox, Registry
-from .supervisor import CALLABLE_STATES, BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
+from .directory import DirectoryBox
+from .supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
 from .trust import ledger
 from .trust.keeper import TrustBox, TrustKeeper
 from .trust.messages import Decide, WatchTrust
@@ -34,7 +35,7 @@ class Runtime:
         self.config = config
         self.policy = policy or Policy()
         self.box = CatalogueBox()
-        self.directory: dict = {}
+        self.servers = DirectoryBox()  # the Supervisor's snapshot of every server
         self.settled = gevent.event.Event()
         self.started_at = time.time()
         self._discovery_wanted = discovery
@@ -47,12 +48,7 @@ class Runtime:
             os.path.expanduser(home_dir) if home_dir else None)
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
-        # Settings every connection follows: upstream log level, the client capabilities
-        # troupe advertises upstream, and how a server→client request finds its session.
-        self.shared: dict = {"client_caps": {}, "route_server_request": self.route_server_request}
-        self.sessions: dict[str, pykka.ActorRef] = {}  # live sessions, most recently initialized last
-        self.session_caps: dict[str, dict] = {}
-        self._log_levels: dict[str, str] = {}  # session → level it asked for
+        self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
         self._subscriptions: dict[tuple[str, str], int] = {}  # (server, upstream uri) → subscribers
 
     # ---------------------------------------------------------------- lifecycle
@@ -66,8 +62,9 @@ class Runtime:
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
                                        trust_box=self.trust, keeper=self.keeper)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
-                                           mode=self.config.serve.mode, directory=self.directory,
-                                           settled=self.settled, shared=self.shared, trust_box=self.trust)
+                                           mode=self.config.serve.mode, directory=self.servers,
+                                           settled=self.settled, client_capabilities=self.client_caps,
+                                           route_server_request=route_server_request, trust_box=self.trust)
         for ref in (self.registry, self.supervisor):
             self.keeper.tell(WatchTrust(ref))
         if self._discovery_enabled():
@@ -96,11 +93,11 @@ class Runtime:
                 self._discovered.pop(name, None)
             supervisor.tell(ApplyServers(tuple(self._discovered.values()), "discovery"))
 
-        directory = self.directory
+        servers = self.servers
 
-        def is_connected(name: str) -> bool:  # read-only look at the supervisor's directory
-            child = directory.get(name)
-            return child is not None and child.callable
+        def is_connected(name: str) -> bool:  # a look at the supervisor's published snapshot
+            view = servers.current.get(name)
+            return view is not None and view.callable
 
         self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,
@@ -113,7 +110,7 @@ class Runtime:
             return
         self._stopped = True
         deadline = time.monotonic() + STOP_DEADLINE
-        for ref in (*self.sessions.values(), self.discovery, self.supervisor, self.registry, self.keeper,
+        for ref in (self.discovery, self.supervisor, self.registry, self.keeper,
                     self.bus.ref if self.bus else None):
             if ref is None:
                 continue
@@ -130,31 +127,31 @@ class Runtime:
         return self.box.current
 
     def connection(self, server: str) -> pykka.ActorRef | None:
-        child = self.directory.get(server)
-        return child.ref if child is not None and child.callable else None
+        view = self.servers.current.get(server)
+        return view.ref if view is not None and view.callable else None
 
     def connection_or_status(self, server: str) -> tuple[pykka.ActorRef | None, str]:
         """The live connection, or why there is none (so callers fail at once, naming it)."""
-        child = self.directory.get(server)
-        if child is None:
+        view = self.servers.current.get(server)
+        if view is None:
             return None, f"server {server} is not configured"
-        if child.state in CALLABLE_STATES and child.ref is not None:
-            return child.ref, ""
-        detail = f": {child.reason}" if child.reason else ""
-        if child.state == BACKOFF:
+        if view.callable:
+            return view.ref, ""
+        detail = f": {view.reason}" if view.reason else ""
+        if view.state == BACKOFF:
             return None, f"server {server} is restarting (backoff){detail}"
-        if child.state == FAILED:
+        if view.state == FAILED:
             return None, f"server {server} has failed{detail}"
-        return None, f"server {server} is {child.state}{detail}"
+        return None, f"server {server} is {view.state}{detail}"
 
     def server_timeout(self, server: str) -> float:
         """The server's per-request timeout (its config's), or the default for an unknown one."""
-        child = self.directory.get(server)
-        return child.config.timeout if child is not None else DEFAULT_TIMEOUT
+        view = self.servers.current.get(server)
+        return view.config.timeout if view is not None else DEFAULT_TIMEOUT
 
     def retry_tools(self, server: str) -> bool:
-        child = self.directory.get(server)
-        return child is not None and child.config.retry_idempotent_tools
+        view = self.servers.current.get(server)
+        return view is not None and view.config.retry_idempotent_tools
 
     def passthrough_server(self) -> str | None:
         """The one server with no prefix, if exactly one: names no tool matches go to it.
@@ -173,63 +170,20 @@ class Runtime:
         """What upstreams are told the client supports: the relayable part of `client_caps`
         (stdio: the one client's; HTTP: all three, routed per call). Set before start()."""
         caps = client_caps or {}
-        self.shared["client_caps"] = {k: caps[k] for k in self.RELAY_CAPABILITIES if k in caps}
-
-    def session_started(self, key: str, ref) -> None:
-        self.sessions[key] = ref
-
-    def session_initialized(self, key: str, caps: dict) -> None:
-        ref = self.sessions.pop(key, None)
-        if ref is not None:
-            self.sessions[key] = ref  # most recent last
-            self.session_caps[key] = caps
-
-    def session_stopped(self, key: str) -> None:
-        self.sessions.pop(key, None)
-        self.session_caps.pop(key, None)
-
-    def route_server_request(self, request, origin):
-        """Hand an upstream's request to the session whose call triggered it, or else to the
-        newest session that can take it; answer with an error when no client can."""
-        from .messages import ServerRequest, UpstreamError
-        from .protocol import jsonrpc
-        assert isinstance(request, ServerRequest)
-        # Only the client whose call triggered it: a server may not reach clients that never called it.
-        ref = self.sessions.get(origin) if origin is not None else None
-        if ref is None:
-            why = "it was not sent while a client's request to this server was in progress" if origin is None \
-                else "the client whose call triggered it has gone"
-            request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: {why}"))
-            return None
-        try:
-            ref.tell(request)
-        except pykka.ActorDeadError:
-            request.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "the client went away"))
-            return None
-        return ref
+        self.client_caps = {k: caps[k] for k in self.RELAY_CAPABILITIES if k in caps}
 
     def notify_upstreams(self, method: str, params=None) -> None:
         from .messages import NotifyUpstream
-        for child in list(self.directory.values()):
-            if child.callable:
-                child.ref.tell(NotifyUpstream(method, params))
+        for view in self.servers.current.servers.values():
+            if view.callable:
+                _tell(view.ref, NotifyUpstream(method, params))
 
     # ---------------------------------------------------------------- cross-session settings
 
-    def set_log_level(self, session: str, level: str | None) -> None:
-        """Upstreams log at the most verbose level any session asked for; sessions filter."""
-        if level is None:
-            self._log_levels.pop(session, None)
-        else:
-            self._log_levels[session] = level
-        wanted = min(self._log_levels.values(), key=mcp.LOG_LEVELS.index, default=None)
-        if wanted is None or wanted == self.shared.get("log_level"):
-            return
-        self.shared["log_level"] = wanted
-        from .messages import SetLogLevel
-        for child in list(self.directory.values()):
-            if child.callable:
-                child.ref.tell(SetLogLevel(wanted))
+    def set_log_level(self, session, level: str | None) -> None:
+        """A session's wish for upstream logs; the Supervisor owns the resulting level."""
+        from .messages import SetSessionLogLevel
+        _tell(self.supervisor, SetSessionLogLevel(session, level))
 
     def count_subscription(self, server: str, uri: str, delta: int) -> int:
         """Subscribers of one upstream resource after this change (upstream only sees 0↔1)."""
@@ -309,6 +263,30 @@ class Runtime:
 
     def wait_settled(self, timeout: float) -> bool:
         return self.settled.wait(timeout=timeout)
+
+
+def route_server_request(request, origin):
+    """Hand an upstream's request to the session whose call triggered it (`origin`, that
+    session's ref); a request no call of a client triggered is refused with an error."""
+    from .messages import UpstreamError
+    from .protocol import jsonrpc
+    if origin is None:
+        request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: it was not "
+                                       f"sent while a client's request to this server was in progress"))
+        return None
+    if not _tell(origin, request):
+        request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: the client "
+                                       f"whose call triggered it has gone"))
+        return None
+    return origin
+
+
+def _tell(ref, message) -> bool:
+    try:
+        ref.tell(message)
+        return True
+    except pykka.ActorDeadError:
+        return False
 
 
 def waiting(servers, snapshot) -> list[dict]:

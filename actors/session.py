@@ -72,17 +72,15 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
-        self.rt.session_started(self.key, self.actor_ref)
         self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated"))
 
     def on_stop(self) -> None:
-        self.rt.session_stopped(self.key)
         self.rt.bus.unsubscribe(self.key)
         outgoing, self._outgoing = self._outgoing, {}
         for on_reply, server, _ in outgoing.values():  # the upstream must not wait for a gone client
             on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "the client went away", server=server))
         self._cancel_all("client disconnected")
-        self.rt.set_log_level(self.key, None)
+        self.rt.set_log_level(self.actor_ref, None)
         for server, uri in list(self._subscribed):
             self._drop_subscription(server, uri)
 
@@ -202,7 +200,7 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             call = self._inflight.pop(rid, None) if isinstance(rid, (str, int)) else None
             if call is not None:  # no answer is owed any more
                 _kill(call.timer)
-                _tell(call.ref, CancelForward(self.key, rid, str(params.get("reason") or "cancelled by client")))
+                _tell(call.ref, CancelForward(self.actor_ref, rid, str(params.get("reason") or "cancelled by client")))
 
     def _request(self, msg: dict, sink) -> None:
         rid, method = msg["id"], msg["method"]
@@ -228,7 +226,6 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         self.client_caps = params.get("capabilities") or {}
         self.client_info = params.get("clientInfo") or {}
         self.protocol_version = mcp.negotiate(params.get("protocolVersion"))
-        self.rt.session_initialized(self.key, self.client_caps)
         sink(jsonrpc.result(rid, {
             "protocolVersion": self.protocol_version,
             "capabilities": {"tools": {"listChanged": True},
@@ -357,7 +354,7 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         call.timer = gevent.spawn_later(self.rt.server_timeout(server) + DEADLINE_MARGIN,
                                         _tell, me, ForwardExpired(rid, token))
         on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
-        if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.key,
+        if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.actor_ref,
                                   origin_request=rid)):
             self._settle(rid, token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
                                                    server=server, link_lost=True))
@@ -379,7 +376,7 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         if call is None or call.token != token:
             return
         waited = self.rt.server_timeout(call.server) + DEADLINE_MARGIN
-        _tell(call.ref, CancelForward(self.key, rid, "troupe's deadline passed"))
+        _tell(call.ref, CancelForward(self.actor_ref, rid, "troupe's deadline passed"))
         self._settle(rid, token, UpstreamError(
             jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s", server=call.server))
 
@@ -446,7 +443,7 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         for call in calls:
             _kill(call.timer)
         for ref in {call.ref for call in calls}:
-            _tell(ref, CancelForward(self.key, None, reason))
+            _tell(ref, CancelForward(self.actor_ref, None, reason))
 
 
 def _tell(ref, message) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from types import MappingProxyType
 from dataclasses import dataclass, field
 
 import gevent
@@ -20,7 +21,9 @@ from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, Conne
 from .policy import ChildSpec, Policy
 from .stats import ServerStats
 from .events import ApprovalAwaited
-from .messages import DescribeLaunch, LaunchFacts
+from .directory import Directory, DirectoryBox, ServerView
+from .messages import DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
+from .protocol import mcp
 from .trust import provenance as trust
 from .trust.keeper import TrustBox
 from .trust.messages import TrustChanged
@@ -63,23 +66,34 @@ class Child:
 
 
 class Supervisor(pykka.ThreadingActor):
+    """Owns one Child record per server and every Connection actor.
+
+    Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue, GetStatus (reply:
+    StatusReport), ControlServer, ApplyServers, SetUrl, TrustChanged, DescribeLaunch and
+    SetSessionLogLevel. Starts, restarts (with backoff) and stops connections, opens the
+    circuit on a crash loop, and after every change publishes an immutable Directory into
+    its box: sessions, metrics, the dashboard, reload and embedding read that, never Child.
+    """
+
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
-                 directory: dict | None = None, settled: gevent.event.Event | None = None,
-                 shared: dict | None = None, trust_box: TrustBox | None = None) -> None:
+                 directory: DirectoryBox | None = None, settled: gevent.event.Event | None = None,
+                 route_server_request=None, trust_box: TrustBox | None = None) -> None:
         super().__init__()
         # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
         self.trust = trust_box or TrustBox()
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
         self.transport_factory = transport_factory
-        self.client_capabilities = client_capabilities
-        # shared read-only with sessions (the directory): resolving a server costs no hop
-        self.children: dict[str, Child] = directory if directory is not None else {}
+        self.client_capabilities = client_capabilities  # what upstreams are told troupe can relay
+        self.route_server_request = route_server_request
+        self.children: dict[str, Child] = {}  # ours alone; others read self.directory.current
+        self.directory = directory if directory is not None else DirectoryBox()
         self.started_at = time.time()
         self.url: str | None = None
         self.settled = settled if settled is not None else gevent.event.Event()
         self._initial = tuple(servers)
-        self.shared = shared if shared is not None else {}
+        self._log_levels: dict = {}  # session → the level it asked for
+        self.log_level: str | None = None  # upstreams log at the most verbose level any session asked for
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -87,6 +101,7 @@ class Supervisor(pykka.ThreadingActor):
         for config in self._initial:
             self._add(config)
         self._check_settled()
+        self._publish()
 
     def on_stop(self) -> None:
         futures = []
@@ -104,7 +119,21 @@ class Supervisor(pykka.ThreadingActor):
     # ---------------------------------------------------------------- dispatch
 
     def on_receive(self, message):
+        self._dispatch(message)
+        if not isinstance(message, (GetStatus, DescribeLaunch)):
+            self._publish()
+
+    def _publish(self) -> None:
+        """A new Directory after each change: readers never see a Child record."""
+        views = {name: ServerView(name, c.config, c.state, c.reason, c.ref, c.generation, c.settled, c.counts,
+                                  c.stats) for name, c in self.children.items()}
+        if views != dict(self.directory.current.servers):
+            self.directory.current = Directory(self.directory.current.version + 1, MappingProxyType(views))
+
+    def _dispatch(self, message) -> None:
         match message:
+            case SetSessionLogLevel(session=session, level=level):
+                self._session_log_level(session, level)
             case ConnectionReady():
                 self._on_ready(message)
             case ConnectionFailed():
@@ -205,7 +234,22 @@ class Supervisor(pykka.ThreadingActor):
         child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry, child.stats,
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
-                                     shared=self.shared, hung_after=child.policy.hung_after)
+                                     route_server_request=self.route_server_request, log_level=self.log_level,
+                                     hung_after=child.policy.hung_after)
+
+    def _session_log_level(self, session, level: str | None) -> None:
+        """Upstreams log at the most verbose level any session asked for; each session filters."""
+        if level is None:
+            self._log_levels.pop(session, None)
+        else:
+            self._log_levels[session] = level
+        wanted = min(self._log_levels.values(), key=mcp.LOG_LEVELS.index, default=None)
+        if wanted is None or wanted == self.log_level:
+            return
+        self.log_level = wanted
+        for child in self.children.values():
+            if child.callable:
+                _tell(child.ref, SetLogLevel(wanted))
 
     def _stop_child(self, child: Child, reason: str, state: str = STOPPED, forget: bool = False) -> None:
         """Stop its connection; `forget` also takes its tools out of the catalogue (removal)."""
@@ -378,6 +422,13 @@ class Supervisor(pykka.ThreadingActor):
                             url=self.url, mode=self.mode,
                             servers=tuple(self.server_status(c) for c in self.children.values()),
                             version=__version__)
+
+
+def _tell(ref, message) -> None:
+    try:
+        ref.tell(message)
+    except pykka.ActorDeadError:
+        pass  # it is stopping: its ConnectionFailed (or the stop we sent) is on its way
 
 
 def _fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:

@@ -55,7 +55,7 @@ def make_control(runtime):
         name, _, action = rest.rpartition("/")
         if not name or action not in ACTIONS:
             return _json({"error": f"use POST {API_PREFIX}<name>/<{'|'.join(ACTIONS)}>"}, "400 Bad Request")
-        if name not in runtime.directory:  # a typo is answered here and never reaches the supervisor
+        if runtime.servers.current.get(name) is None:  # a typo is answered here and never reaches the supervisor
             return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
         try:
             return _json(runtime.control(action, name))

@@ -8,7 +8,6 @@ from actors import config
 from actors.connection import Connection
 from actors.messages import Inbound
 from actors.runtime import Runtime
-from actors.supervisor import Child
 from tests.support import PYTHON, ROOT, wait_until
 
 
@@ -28,13 +27,17 @@ def runtime():
 
 
 def test_crash_in_connection_fails_pending_and_restarts(runtime, monkeypatch):
-    wait_until(lambda: runtime.directory["echo"].state == "ready", 15, message="ready")
-    child: Child = runtime.directory["echo"]
-    first_ref, first_pid = child.ref, child.endpoint["pid"]
+    def echo():
+        return runtime.servers.current.get("echo")
+
+    def status():
+        return next(s for s in runtime.status()["servers"] if s["name"] == "echo")
+    wait_until(lambda: echo() is not None and echo().state == "ready", 15, message="ready")
+    first_ref, first_pid = echo().ref, status()["pid"]
     answers = []
     from actors.messages import Forward
     first_ref.tell(Forward("tools/call", {"name": "sleep", "arguments": {"seconds": 30}}, answers.append))
-    wait_until(lambda: child.stats.in_flight == 1, 10, message="call in flight")
+    wait_until(lambda: status()["in_flight"] == 1, 10, message="call in flight")
 
     original = Connection._inbound
 
@@ -46,5 +49,5 @@ def test_crash_in_connection_fails_pending_and_restarts(runtime, monkeypatch):
     first_ref.tell(Inbound("boom"))
     wait_until(lambda: answers, 5, message="pending call answered")
     assert "internal error" in answers[0].message and answers[0].server == "echo"
-    wait_until(lambda: child.state == "ready" and child.ref is not first_ref, 15, message="restarted")
-    assert child.restarts >= 1 and child.endpoint["pid"] != first_pid
+    wait_until(lambda: echo().state == "ready" and echo().ref is not first_ref, 15, message="restarted")
+    assert status()["restarts"] >= 1 and status()["pid"] != first_pid

@@ -55,7 +55,7 @@ def test_pending_until_approved_then_denied_from_outside(runtime, tmp_path):
     identity = trust.identity_key(project_server(marker))
     ledger.Ledger(runtime.approvals_path).update(lambda d: ledger.decide(d, identity, "proj", ledger.DENIED))
     wait_until(lambda: state(runtime, "proj") == "denied", 5, message="denied from outside within 5 s")
-    assert runtime.directory["proj"].ref is None
+    assert runtime.servers.current.get("proj").ref is None
 
 
 def test_a_broken_file_approves_nothing(tmp_path):

@@ -1,0 +1,50 @@
+"""The server directory: the Supervisor's immutable snapshot of every server, read with no actor hop."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import pykka
+
+from .config import ServerConfig
+
+READY, DEGRADED = "ready", "degraded"
+CALLABLE_STATES = (READY, DEGRADED)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerView:
+    """One server as the Supervisor last published it."""
+
+    name: str
+    config: ServerConfig
+    state: str
+    reason: str
+    ref: pykka.ActorRef | None  # the live connection, when there is one
+    generation: int
+    settled: bool  # its first start attempt has ended (ready, failed, or waiting for approval)
+    counts: tuple  # (tools, resources, prompts) it lists
+    stats: Any  # its call counters (ServerStats), for /metrics
+
+    @property
+    def callable(self) -> bool:
+        return self.state in CALLABLE_STATES and self.ref is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Directory:
+    """Every server, by name; replaced whole by the Supervisor after each change."""
+
+    version: int = 0
+    servers: Mapping[str, ServerView] = field(default_factory=lambda: MappingProxyType({}))
+
+    def get(self, name: str | None) -> ServerView | None:
+        return self.servers.get(name) if name is not None else None
+
+
+class DirectoryBox:
+    """Holds the current Directory; only the Supervisor replaces it, anyone reads `.current`."""
+
+    def __init__(self) -> None:
+        self.current = Directory()
