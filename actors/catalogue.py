@@ -59,17 +59,23 @@ class Catalogue:
     collisions: tuple = ()  # human-readable lines, for the status report
     tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
     withheld: Mapping[tuple, Withheld] = field(default_factory=lambda: MappingProxyType({}))  # (kind, name) →
-    # Argument validators, compiled on first use and kept for this snapshot's lifetime.
-    _validators: dict = field(default_factory=dict, compare=False, repr=False)
+    # What is derived from this snapshot alone (argument validators, the search index), built
+    # on first use and kept for its lifetime: a pure function of immutable data, so a reader
+    # that builds it twice builds the same thing, and no cache outlives its snapshot.
+    _derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     def tool(self, name: str) -> Entry | None:
         return self.tool_index.get(name)
 
     def validator(self, entry: Entry):
-        found = self._validators.get(entry.name)
+        from .protocol.validation import compile_validator
+        return self.derived(("validator", entry.name),
+                            lambda: compile_validator(entry.name, entry.definition.get("inputSchema")))
+
+    def derived(self, key, build):
+        found = self._derived.get(key)
         if found is None:
-            from .protocol.validation import compile_validator
-            found = self._validators[entry.name] = compile_validator(entry.name, entry.definition.get("inputSchema"))
+            found = self._derived[key] = build()
         return found
 
     def prompt(self, name: str) -> Entry | None:

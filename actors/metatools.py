@@ -97,14 +97,9 @@ def _required_str(args: dict, key: str) -> str:
     return value
 
 
-_index_cache: tuple[int, int, Index] | None = None
-
-
 def _index(cat: Catalogue) -> Index:
-    global _index_cache
-    if _index_cache is None or _index_cache[0] != id(cat) or _index_cache[1] != cat.version:
-        _index_cache = (id(cat), cat.version, Index([(t.name, t.definition.get("description", "")) for t in cat.tools]))
-    return _index_cache[2]
+    """The snapshot's own BM25 index, built on first use and kept with that snapshot."""
+    return cat.derived("search", lambda: Index([(t.name, t.definition.get("description", "")) for t in cat.tools]))
 
 
 def example_arguments(schema: dict) -> dict:
