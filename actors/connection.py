@@ -15,6 +15,7 @@ from .messages import (AnswerServer, CancelForward, ConnectionDegraded, Connecti
                        NotifyUpstream, QueuedTimedOut, RequestTimedOut, ServerRequest, ServerRequestCancelled,
                        SetLogLevel, TransportClosed, UpstreamError)
 from .listing import Listing
+from .subscriptions import UpstreamSubscriptions
 from .policy import HUNG_AFTER_TIMEOUTS
 from .protocol import jsonrpc, mcp
 from .stats import LogBudget, ServerStats
@@ -75,6 +76,8 @@ class Connection(Listing, pykka.ThreadingActor):
         self._next_id = 0
         self._pending: dict[int, _Pending] = {}
         self._queued: dict[int, tuple] = {}  # ticket → (Forward, timer, timeout, since), oldest first
+        self.subscriptions = UpstreamSubscriptions(
+            lambda method, params, on_reply: self._request(method, params, on_reply, timeout=self.config.timeout))
         self._next_ticket = 0
         self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref)
         self._lists: dict[str, tuple] = {}
@@ -171,6 +174,9 @@ class Connection(Listing, pykka.ThreadingActor):
         if not self._ready:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.config.name} is not ready",
                                        server=self.config.name))
+            return
+        if self.subscriptions.handles(fwd.method):
+            self.subscriptions.request(fwd.method, fwd.params, fwd.origin, fwd.on_reply)
             return
         if self.stats.in_flight >= self.config.max_in_flight:
             self._wait_for_slot(fwd)

@@ -2,6 +2,7 @@
 resource subscriptions, logging and completion."""
 from __future__ import annotations
 
+import pykka
 from loguru import logger
 
 from .events import ServerLogged
@@ -75,16 +76,10 @@ class RelayHandlers:
         if (server, original) in self._subscribed:
             sink(jsonrpc.result(rid, {}))
             return
-        if self.rt.count_subscription(server, original, +1) > 1:
-            self._subscribed[(server, original)] = uri  # upstream already sends its updates
-            sink(jsonrpc.result(rid, {}))
-            return
         subscribed = self._subscribed
 
-        def shape(rid_, outcome):
-            if isinstance(outcome, UpstreamError):
-                self.rt.count_subscription(server, original, -1)
-            else:
+        def shape(rid_, outcome):  # runs in this session's greenlet (see Session._settle)
+            if not isinstance(outcome, UpstreamError):
                 subscribed[(server, original)] = uri
             return passthrough()(rid_, outcome)
         self._forward(rid, server, "resources/subscribe", {"uri": original}, sink, shape)
@@ -99,11 +94,14 @@ class RelayHandlers:
 
 
     def _drop_subscription(self, server: str, uri: str) -> None:
+        """The connection counts followers: upstream hears unsubscribe when the last one leaves."""
         self._subscribed.pop((server, uri), None)
-        if self.rt.count_subscription(server, uri, -1) == 0:
-            ref = self.rt.connection(server)
-            if ref is not None:
-                ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore))
+        ref = self.rt.connection(server)
+        if ref is not None:
+            try:
+                ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self.actor_ref))
+            except pykka.ActorDeadError:
+                pass  # a new generation of it never heard of this subscription
 
 
     def _set_level(self, rid, params, sink, msg) -> None:

@@ -49,7 +49,6 @@ class Runtime:
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
-        self._subscriptions: dict[tuple[str, str], int] = {}  # (server, upstream uri) → subscribers
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -184,16 +183,6 @@ class Runtime:
         """A session's wish for upstream logs; the Supervisor owns the resulting level."""
         from .messages import SetSessionLogLevel
         _tell(self.supervisor, SetSessionLogLevel(session, level))
-
-    def count_subscription(self, server: str, uri: str, delta: int) -> int:
-        """Subscribers of one upstream resource after this change (upstream only sees 0↔1)."""
-        key = (server, uri)
-        n = max(0, self._subscriptions.get(key, 0) + delta)
-        if n:
-            self._subscriptions[key] = n
-        else:
-            self._subscriptions.pop(key, None)
-        return n
 
     # ---------------------------------------------------------------- asks (edge code only)
 
