@@ -13,7 +13,7 @@ from .config import ServerConfig
 from .events import ResourceUpdated, ServerLogged
 from .messages import (AnswerServer, CancelForward, ConnectionDegraded, ConnectionFailed, Forward, Inbound,
                        NotifyUpstream, QueuedTimedOut, RequestTimedOut, ServerRequest, ServerRequestCancelled,
-                       SetLogLevel, TransportClosed, UpstreamError)
+                       SetLogLevel, TransportClosed, UpstreamError, GetStats, ConnectionRetired)
 from .listing import Listing
 from .subscriptions import UpstreamSubscriptions
 from .policy import HUNG_AFTER_TIMEOUTS
@@ -58,13 +58,14 @@ class _Pending:
 
 class Connection(Listing, pykka.ThreadingActor):
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
-                 registry: pykka.ActorRef, stats: ServerStats, *,
+                 registry: pykka.ActorRef, *,
                  transport_factory=make_transport, client_capabilities: dict | None = None,
                  bus=None, route_server_request=None, log_level: str | None = None,
                  hung_after: int = HUNG_AFTER_TIMEOUTS) -> None:
         super().__init__()
         self.config, self.generation = config, generation
-        self.supervisor, self.registry, self.stats = supervisor, registry, stats
+        self.supervisor, self.registry = supervisor, registry
+        self.stats = ServerStats()  # this generation's own; others ask GetStats for a snapshot
         self.log = logger.bind(server=config.name)
         self._factory = transport_factory
         self._client_caps = client_capabilities or {}
@@ -114,6 +115,10 @@ class Connection(Listing, pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         self._fail_all(f"{self.config.name}: connection stopped")
+        try:  # its totals outlive it: the supervisor adds them to the server's
+            self.supervisor.tell(ConnectionRetired(self.config.name, self.generation, self.stats.snapshot()))
+        except pykka.ActorDeadError:
+            pass
         if self.transport is not None:
             try:
                 self.transport.close()
@@ -150,6 +155,8 @@ class Connection(Listing, pykka.ThreadingActor):
                 self._forward(message)
             case Inbound(message=msg):
                 self._inbound(msg)
+            case GetStats(reply=reply):
+                reply.set(self.stats.snapshot())
             case RequestTimedOut(request_id=rid):
                 self._timed_out(rid)
             case QueuedTimedOut(ticket=ticket):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Mapping
 
 import pykka
 
@@ -25,7 +25,6 @@ class ServerView:
     generation: int
     settled: bool  # its first start attempt has ended (ready, failed, or waiting for approval)
     counts: tuple  # (tools, resources, prompts) it lists
-    stats: Any  # its call counters (ServerStats), for /metrics
 
     @property
     def callable(self) -> bool:

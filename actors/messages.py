@@ -293,6 +293,7 @@ class StatusReport:
     discovery: Any = None
     health: Any = None
     version: str = ""
+    retired: Any = None  # server → StatsSnapshot of its ended generations (live ones are asked apart)
 
     def to_json(self) -> dict:
         return {"ready": self.ready, "uptime_s": round(self.uptime_s, 3), "started_at": self.started_at,
@@ -329,3 +330,20 @@ class SetSessionLogLevel:
 
     session: Any
     level: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GetStats:
+    """Asked of a Connection by edge code (status, metrics). Reply: its StatsSnapshot."""
+
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRetired:
+    """Told by a Connection to the Supervisor as it stops: its generation's final counters,
+    which the Supervisor adds to the server's totals."""
+
+    server: str
+    generation: int
+    stats: Any  # StatsSnapshot

@@ -27,7 +27,7 @@ class TroupeCollector:
         report = self.rt.status()
         servers = report.get("servers") or []
         yield from _troupe(report)
-        yield from _servers(servers, self.rt.servers.current)
+        yield from _servers(servers)
         yield from _discovery(report.get("discovery"))
 
 
@@ -42,7 +42,7 @@ def _troupe(report: dict):
     yield GaugeMetricFamily("troupe_servers", "Servers troupe supervises.", value=len(report.get("servers") or []))
 
 
-def _servers(servers: list, directory):
+def _servers(servers: list):
     label = ["server"]
     calls = CounterMetricFamily("troupe_server_calls", "Tool calls forwarded to the server.", labels=label)
     errors = CounterMetricFamily("troupe_server_errors", "Calls that got an error, a transport failure or a "
@@ -61,17 +61,15 @@ def _servers(servers: list, directory):
     listed = GaugeMetricFamily("troupe_server_tools", "Tools the server lists now.", labels=label)
     for s in servers:
         name = s["name"]
-        view = directory.get(name)
-        stats = view.stats if view is not None else None
-        if stats is not None:
-            # The stats object is the live one (status only carries a summary); read it once.
-            calls.add_metric([name], stats.calls)
-            errors.add_metric([name], stats.errors)
-            timeouts.add_metric([name], stats.timeouts)
-            garbage.add_metric([name], stats.garbage_lines)
-            bad_ids.add_metric([name], stats.bad_ids)
-            latency.add_metric([name], _buckets(stats.bucket_counts), sum_value=stats.latency_sum)
-            in_flight.add_metric([name], stats.in_flight)
+        # the report's figures: every generation's totals plus the live one's, asked of it
+        calls.add_metric([name], s.get("calls") or 0)
+        errors.add_metric([name], s.get("errors") or 0)
+        timeouts.add_metric([name], s.get("timeouts") or 0)
+        garbage.add_metric([name], s.get("garbage_lines") or 0)
+        bad_ids.add_metric([name], s.get("bad_ids") or 0)
+        latency.add_metric([name], _buckets(s.get("latency_buckets") or [0] * (len(LATENCY_BUCKETS) + 1)),
+                           sum_value=s.get("latency_sum_s") or 0.0)
+        in_flight.add_metric([name], s.get("in_flight") or 0)
         restarts.add_metric([name], s.get("restarts") or 0)
         for st in STATES:
             state.add_metric([name, st], 1 if s.get("state") == st else 0)

@@ -25,6 +25,7 @@ from .trust.messages import Decide, WatchTrust
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
 STOP_DEADLINE = 4.5
+STATS_TIMEOUT = 1.0  # the status report waits this long at most for the connections' counters
 
 
 class Runtime:
@@ -192,7 +193,13 @@ class Runtime:
         return future.get(timeout=timeout)
 
     def status(self) -> dict:
-        report = self._ask(self.supervisor, GetStatus).to_json()
+        answer = self._ask(self.supervisor, GetStatus)
+        report = answer.to_json()
+        live = self.live_stats()
+        for entry in report["servers"]:
+            now = live.get(entry["name"])
+            if now is not None:  # each connection counts its own calls: ask, never read its object
+                entry.update(answer.retired[entry["name"]].plus(now).to_json())
         if self.discovery is not None:
             from .discovery.messages import GetDiscoveryStatus
             try:
@@ -200,6 +207,23 @@ class Runtime:
             except Exception as exc:
                 report["discovery"] = {"error": str(exc)}
         return report
+
+    def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:
+        """Every live connection's StatsSnapshot, asked in parallel; one that does not answer
+        in time is left out (its server shows its earlier generations' totals only)."""
+        from .messages import GetStats
+        futures = {}
+        for name, view in self.servers.current.servers.items():
+            future = pykka.ThreadingFuture()
+            if view.ref is not None and _tell(view.ref, GetStats(future)):
+                futures[name] = future
+        out, deadline = {}, time.monotonic() + timeout
+        for name, future in futures.items():
+            try:
+                out[name] = future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:
+                continue
+        return out
 
     def control(self, action: str, server: str) -> dict:
         return self._ask(self.supervisor, lambda f: ControlServer(action, server, f))

@@ -1,9 +1,10 @@
-"""Per-server call statistics, shared read-only with status and metrics (no actor hop)."""
+"""Per-connection call statistics: counted by one Connection generation, shown as snapshots."""
 from __future__ import annotations
 
 import bisect
 import time
 from collections import deque
+from dataclasses import dataclass
 
 # Prometheus-style latency buckets, seconds.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -14,8 +15,45 @@ LOG_RATE_PER_SEC = 2.0
 LOG_BURST = 5
 
 
+@dataclass(frozen=True, slots=True)
+class StatsSnapshot:
+    """A connection's counters at one moment (reply to GetStats; sent in ConnectionRetired).
+
+    Totals add up across a server's generations (`plus`); in_flight, queued and the
+    percentiles are the live generation's own.
+    """
+
+    in_flight: int = 0
+    queued: int = 0
+    calls: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    garbage_lines: int = 0
+    bad_ids: int = 0
+    bucket_counts: tuple = (0,) * (len(LATENCY_BUCKETS) + 1)
+    latency_sum: float = 0.0
+    p50: float | None = None
+    p99: float | None = None
+
+    def plus(self, live: "StatsSnapshot") -> "StatsSnapshot":
+        """These retired totals with a live generation's figures on top."""
+        return StatsSnapshot(live.in_flight, live.queued, self.calls + live.calls, self.errors + live.errors,
+                             self.timeouts + live.timeouts, self.garbage_lines + live.garbage_lines,
+                             self.bad_ids + live.bad_ids,
+                             tuple(a + b for a, b in zip(self.bucket_counts, live.bucket_counts)),
+                             self.latency_sum + live.latency_sum, live.p50, live.p99)
+
+    def to_json(self) -> dict:
+        """The status report's figures for one server."""
+        return {"in_flight": self.in_flight, "queued": self.queued, "calls": self.calls, "errors": self.errors,
+                "timeouts": self.timeouts, "garbage_lines": self.garbage_lines, "bad_ids": self.bad_ids,
+                "latency_ms": {"p50": _ms(self.p50), "p99": _ms(self.p99)},
+                "latency_buckets": list(self.bucket_counts), "latency_sum_s": self.latency_sum}
+
+
 class ServerStats:
-    """Written only by the server's Connection actor; read by status and metrics.
+    """One Connection generation's counters, written and read only by that Connection;
+    others get a StatsSnapshot by message.
 
     Plain counters: under gevent nothing preempts between two attribute writes,
     so a reader always sees a consistent-enough picture without locks.
@@ -50,11 +88,10 @@ class ServerStats:
         ordered = sorted(self.recent)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-    def summary(self) -> dict:
-        p50, p99 = self.percentile(0.5), self.percentile(0.99)
-        return {"queued": self.queued, "calls": self.calls, "errors": self.errors, "timeouts": self.timeouts,
-                "garbage_lines": self.garbage_lines, "bad_ids": self.bad_ids,
-                "latency_ms": {"p50": _ms(p50), "p99": _ms(p99)}}
+    def snapshot(self) -> StatsSnapshot:
+        return StatsSnapshot(self.in_flight, self.queued, self.calls, self.errors, self.timeouts,
+                             self.garbage_lines, self.bad_ids, tuple(self.bucket_counts), self.latency_sum,
+                             self.percentile(0.5), self.percentile(0.99))
 
 
 class LogBudget:

@@ -19,10 +19,10 @@ from .events import CircuitOpened, ServerConnected, ServerDisconnected, ServerRe
 from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                        ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
 from .policy import ChildSpec, Policy
-from .stats import ServerStats
+from .stats import StatsSnapshot
 from .events import ApprovalAwaited
 from .directory import Directory, DirectoryBox, ServerView
-from .messages import DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
+from .messages import ConnectionRetired, DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
 from .protocol import mcp
 from .trust import provenance as trust
 from .trust.keeper import TrustBox
@@ -40,7 +40,8 @@ class Child:
 
     spec: ChildSpec
     policy: Policy
-    stats: ServerStats = field(default_factory=ServerStats)
+    retired: StatsSnapshot = field(default_factory=StatsSnapshot)  # totals of its ended generations
+    retired_upto: int = 0  # the newest generation whose totals are in `retired`
     state: str = STOPPED
     since: float = field(default_factory=time.time)
     reason: str = ""
@@ -125,8 +126,8 @@ class Supervisor(pykka.ThreadingActor):
 
     def _publish(self) -> None:
         """A new Directory after each change: readers never see a Child record."""
-        views = {name: ServerView(name, c.config, c.state, c.reason, c.ref, c.generation, c.settled, c.counts,
-                                  c.stats) for name, c in self.children.items()}
+        views = {name: ServerView(name, c.config, c.state, c.reason, c.ref, c.generation, c.settled, c.counts)
+                 for name, c in self.children.items()}
         if views != dict(self.directory.current.servers):
             self.directory.current = Directory(self.directory.current.version + 1, MappingProxyType(views))
 
@@ -134,6 +135,10 @@ class Supervisor(pykka.ThreadingActor):
         match message:
             case SetSessionLogLevel(session=session, level=level):
                 self._session_log_level(session, level)
+            case ConnectionRetired(server=name, generation=gen, stats=stats):
+                child = self.children.get(name)
+                if child is not None and gen > child.retired_upto:
+                    child.retired, child.retired_upto = child.retired.plus(stats), gen
             case ConnectionReady():
                 self._on_ready(message)
             case ConnectionFailed():
@@ -231,7 +236,7 @@ class Supervisor(pykka.ThreadingActor):
             return
         child.generation += 1
         self._set_state(child, STARTING, "connecting")
-        child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry, child.stats,
+        child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry,
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
                                      route_server_request=self.route_server_request, log_level=self.log_level,
@@ -407,13 +412,13 @@ class Supervisor(pykka.ThreadingActor):
                "auto_start": config.auto_start, "restarts": child.restarts,
                "last_error": child.reason if child.state in (BACKOFF, FAILED, DEGRADED) else None,
                "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
-               "prompts": prompts if child.callable else 0, "in_flight": child.stats.in_flight,
+               "prompts": prompts if child.callable else 0,
                "pid": None, "url": config.shown_url,
                "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
                "server_info": child.server_info}
         if child.callable and child.endpoint:
             out["pid"] = child.endpoint.get("pid")
-        out.update(child.stats.summary())
+        out.update(child.retired.to_json())  # the edge adds the live generation's (Runtime.status)
         return out
 
     def status(self) -> StatusReport:
@@ -421,7 +426,8 @@ class Supervisor(pykka.ThreadingActor):
         return StatusReport(ready=ready, uptime_s=time.time() - self.started_at, started_at=self.started_at,
                             url=self.url, mode=self.mode,
                             servers=tuple(self.server_status(c) for c in self.children.values()),
-                            version=__version__)
+                            version=__version__,
+                            retired=MappingProxyType({n: c.retired for n, c in self.children.items()}))
 
 
 def _tell(ref, message) -> None:
