@@ -30,11 +30,15 @@ class Subscribe:
 
 @dataclass(frozen=True, slots=True)
 class Unsubscribe:
+    """Told by BusClient.unsubscribe to the EventBus: stop delivering to the Subscribe with `token`."""
+
     token: object
 
 
 @dataclass(frozen=True, slots=True)
 class Publish:
+    """Told by BusClient.publish to the EventBus: keep `event` in the history, hand it to matching subscribers."""
+
     event: Event
 
 
@@ -49,8 +53,10 @@ class GetHistory:
 class EventBus(pykka.ThreadingActor):
     """Fans out events; never asks anyone, never lets one bad subscriber stop it.
 
-    Owns the history: the last HISTORY_SIZE events, at most HISTORY_BYTES of them, each as
-    `Event.for_history()` makes it (a big log payload is cut there, not for live subscribers).
+    Owns the subscribers and the history: the last HISTORY_SIZE events, at most HISTORY_BYTES
+    of them, each as `Event.for_history()` makes it (a big log payload is cut there, not for
+    live subscribers). Receives Publish, Subscribe, Unsubscribe and GetHistory (reply: the
+    recent events); sends each published event to the callback of every matching subscriber.
     """
 
     def __init__(self, max_events: int = HISTORY_SIZE, max_bytes: int = HISTORY_BYTES) -> None:

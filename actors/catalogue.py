@@ -23,6 +23,9 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class ResourceEntry:
+    """One resource (or, in `templates`, one resource template): the URI clients see, its owner,
+    and the URI and definition the owning server knows."""
+
     uri: str  # what clients see (rewritten only on a collision)
     server: str
     original: str
@@ -47,6 +50,11 @@ class Withheld:
 
 @dataclass(frozen=True, slots=True)
 class Catalogue:
+    """Everything clients may see, as one immutable snapshot: tools, prompts, resources and
+    templates, their name indexes, what is withheld, and collisions. Built by the Registry
+    (catalogue.build) into its CatalogueBox and read with no actor hop; `version` grows with
+    each rebuild and is what list cursors and list_changed notices refer to."""
+
     version: int = 0
     tools: tuple = ()
     prompts: tuple = ()

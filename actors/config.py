@@ -41,6 +41,8 @@ _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "boo
 
 @dataclass(frozen=True, slots=True)
 class StdioSpec:
+    """How to launch a stdio server: command, args, env and working directory (env values never shown)."""
+
     command: str
     args: tuple = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -53,6 +55,8 @@ class StdioSpec:
 
 @dataclass(frozen=True, slots=True)
 class HttpSpec:
+    """Where an SSE or Streamable HTTP server is reached: its URL and the headers sent with each request."""
+
     url: str
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -73,6 +77,10 @@ class PolicySpec:
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
+    """One upstream server, frozen: its transport and launch spec, whether and how it starts,
+    its per-request limits and restart policy, where it came from (source, provenance,
+    origin_file), and what an approval and the tool pins cover (identity, preapproved, pin)."""
+
     name: str
     transport: str  # stdio | sse | streamable-http
     stdio: StdioSpec | None = None
@@ -112,6 +120,9 @@ class ServerConfig:
 
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
+    """The `serve:` section: how troupe faces its clients (stdio or HTTP, meta or flat mode,
+    address, auth token, allowed hosts and origins, start-up wait, HTTP session limits)."""
+
     transport: str = "stdio"
     mode: str = "meta"
     separator: str = "__"
@@ -135,6 +146,9 @@ class ServeConfig:
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """A whole loaded config: the servers, the serve section, the raw `discovery:` settings,
+    the file it came from, and where the approvals file lives."""
+
     servers: tuple = ()
     serve: ServeConfig = ServeConfig()
     discovery: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -153,6 +167,9 @@ def expand(value: str, extra: Mapping[str, str]) -> str:
 
 
 class _Checker:
+    """Gathers the problems found while loading one file, each naming file, line and key path,
+    so every mistake is reported at once; `typed` reads one key checked for its type."""
+
     def __init__(self, loc: Located):
         self.loc, self.problems = loc, []
 

@@ -45,6 +45,9 @@ def make_transport(config: ServerConfig, on_message, on_closed):
 
 @dataclass(slots=True)
 class _Pending:
+    """One request this Connection sent upstream and still awaits: how to answer it, its timer,
+    and for a client's call (`counted`) its progress relay and the calling session and request id."""
+
     method: str
     on_reply: Callable[[Any], None]
     timer: gevent.Greenlet | None
@@ -57,6 +60,18 @@ class _Pending:
 
 
 class Connection(Listing, pykka.ThreadingActor):
+    """Owns one upstream server's transport, its requests in flight (each with a timer), the
+    calls queued beyond max_in_flight, the server's requests it relays to clients, the resource
+    subscriptions and its lists (see Listing).
+
+    Receives Forward (answered through its on_reply), CancelForward, AnswerServer, SetLogLevel
+    and NotifyUpstream; from its own greenlets Inbound, TransportClosed, RequestTimedOut and
+    QueuedTimedOut. Sends PublishServer to the Registry; ConnectionReady, ConnectionCounts,
+    ConnectionDegraded and ConnectionFailed to the Supervisor; ServerRequest (through the
+    router) and ServerRequestCancelled to the calling Session; ServerLogged and
+    ResourceUpdated to the bus.
+    """
+
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
                  registry: pykka.ActorRef, *,
                  transport_factory=make_transport, client_capabilities: dict | None = None,

@@ -56,18 +56,24 @@ class ServerStateChanged(Event):
 
 @dataclass(frozen=True, slots=True)
 class ServerConnected(Event):
+    """Published by the Supervisor when a server's connection became ready (`tools`: how many it lists)."""
+
     server: str
     tools: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class ServerDisconnected(Event):
+    """Published by the Supervisor when a ready server's connection failed; a restart or an open circuit follows."""
+
     server: str
     reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ServerRestarted(Event):
+    """Published by the Supervisor when a failed server is to restart after `backoff_s` (its `restarts`-th restart)."""
+
     server: str
     restarts: int
     backoff_s: float
@@ -75,6 +81,9 @@ class ServerRestarted(Event):
 
 @dataclass(frozen=True, slots=True)
 class CircuitOpened(Event):
+    """Published by the Supervisor when a server failed `failures` times within its policy period:
+    it stays failed until the cooldown has passed."""
+
     server: str
     failures: int
     reason: str = ""
@@ -130,24 +139,33 @@ class ServerLogged(Event):
 
 @dataclass(frozen=True, slots=True)
 class ServiceAdded(Event):
+    """Published by the DiscoveryEngine: a new service; `source` is the provider of its best record."""
+
     service: str
     source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceRemoved(Event):
+    """Published by the DiscoveryEngine: a service no source lists any more."""
+
     service: str
     source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceUpdated(Event):
+    """Published by the DiscoveryEngine: a known service's launch details, or only its sources or tags, changed."""
+
     service: str
     source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class HealthChanged(Event):
+    """Published by the HealthChecker when a service's health changes (from unknown too);
+    the DiscoveryEngine keeps it for its service summaries."""
+
     service: str
     healthy: bool
     reason: str = ""
@@ -155,6 +173,8 @@ class HealthChanged(Event):
 
 @dataclass(frozen=True, slots=True)
 class DiscoveryCompleted(Event):
+    """Published by the DiscoveryEngine after each cycle: services `found`, how long it took, error lines."""
+
     found: int
     duration_s: float
     errors: tuple = ()
@@ -162,6 +182,8 @@ class DiscoveryCompleted(Event):
 
 @dataclass(frozen=True, slots=True)
 class ConfigReloaded(Event):
+    """Published by the ConfigWatcher after a reload changed servers: the names added, removed and changed."""
+
     added: tuple = ()
     removed: tuple = ()
     changed: tuple = ()

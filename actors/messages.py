@@ -18,7 +18,7 @@ import pykka
 
 @dataclass(frozen=True, slots=True)
 class ClientMessage:
-    """One decoded JSON-RPC message from a downstream client.
+    """Told by the serve front (stdio, HTTP, embedding) to the client's Session: one decoded message.
 
     `sink` writes a message back to that client (for Streamable HTTP, to the
     stream of the POST that carried this request). No reply other than via sink.
@@ -30,7 +30,7 @@ class ClientMessage:
 
 @dataclass(frozen=True, slots=True)
 class ClientGone:
-    """The downstream client disconnected: cancel its upstream calls, stop the session."""
+    """Told by the serve front to the Session: its client disconnected; cancel its calls, stop."""
 
     reason: str = "client disconnected"
 
@@ -48,7 +48,7 @@ class CatalogueUpdated:
 
 @dataclass(frozen=True, slots=True)
 class Forward:
-    """Send a request upstream. Reply: `on_reply(result_dict)` or `on_reply(UpstreamError)`.
+    """Told by a Session to a Connection: send a request upstream. Reply: `on_reply(result | UpstreamError)`.
 
     `on_progress(params)` receives progress for this request with the
     caller's own token already restored; `origin` is the calling session's key
@@ -85,7 +85,8 @@ class ForwardExpired:
 
 @dataclass(frozen=True, slots=True)
 class CancelForward:
-    """The client cancelled (or went away): cancel upstream, answer nothing more."""
+    """Told by a Session to a Connection: its client cancelled or went away, or the Session's
+    deadline passed; cancel upstream (or drop from the queue), answer nothing more."""
 
     origin: Any
     origin_request: Any = None  # None = every request of that origin
@@ -94,26 +95,33 @@ class CancelForward:
 
 @dataclass(frozen=True, slots=True)
 class NotifyUpstream:
+    """Told by Runtime.notify_upstreams to every live Connection: send this notification upstream
+    (e.g. a client's notifications/roots/list_changed). No reply."""
+
     method: str
     params: Any = None
 
 
 @dataclass(frozen=True, slots=True)
 class SetLogLevel:
-    """Ask the upstream (if it declared `logging`) to log at this level."""
+    """Told by the Supervisor to each live Connection: ask the upstream (if it declared `logging`)
+    to log at this level."""
 
     level: str
 
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
-    """A message (or TransportGarbage) read by the transport's reader greenlet."""
+    """Told by the transport's reader greenlet to its Connection: a message (or TransportGarbage) it read."""
 
     message: Any
 
 
 @dataclass(frozen=True, slots=True)
 class TransportClosed:
+    """Told by the transport's close callback to its Connection: the link is gone; the Connection
+    fails every pending call and tells the Supervisor ConnectionFailed."""
+
     reason: str
 
 
@@ -166,13 +174,17 @@ class ServerRequest:
 
 @dataclass(frozen=True, slots=True)
 class ServerRequestCancelled:
+    """Told by a Connection to the Session it relayed a ServerRequest to: the upstream cancelled its
+    request `upstream_id`, so the Session tells its client notifications/cancelled."""
+
     server: str
     upstream_id: Any
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerServer:
-    """The client's answer to a relayed server request, for the connection to send upstream."""
+    """Told to a Connection by the on_reply of a ServerRequest it relayed: the client's answer
+    (or a timeout error), to send upstream."""
 
     upstream_id: Any
     outcome: Any
@@ -183,7 +195,8 @@ class AnswerServer:
 
 @dataclass(frozen=True, slots=True)
 class PublishServer:
-    """A connection's full lists; the registry rebuilds the catalogue from them."""
+    """Told by a Connection to the Registry after each listing: its full lists, from which the
+    Registry rebuilds the catalogue."""
 
     server: str
     prefix: str
@@ -198,6 +211,8 @@ class PublishServer:
 
 @dataclass(frozen=True, slots=True)
 class DropServer:
+    """Told by the Supervisor to the Registry when a server is removed: take its lists out of the catalogue."""
+
     server: str
 
 
@@ -206,7 +221,8 @@ class DropServer:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionReady:
-    """A connection finished its handshake and first listing (generation guards stale news)."""
+    """Told by a Connection to the Supervisor: it finished its handshake and first listing
+    (generation guards stale news)."""
 
     server: str
     generation: int
@@ -219,7 +235,7 @@ class ConnectionReady:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionCounts:
-    """Lists were re-read after list_changed."""
+    """Told by a Connection to the Supervisor: its lists were re-read after list_changed."""
 
     server: str
     generation: int
@@ -230,6 +246,9 @@ class ConnectionCounts:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionFailed:
+    """Told by a Connection to the Supervisor: it failed (open, handshake, transport, hung, or a bug)
+    and has failed its pending calls; the Supervisor restarts it with backoff or opens the circuit."""
+
     server: str
     generation: int
     reason: str
@@ -237,7 +256,7 @@ class ConnectionFailed:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionDegraded:
-    """Alive but unhealthy (e.g. repeated timeouts); `ok=True` clears it."""
+    """Told by a Connection to the Supervisor: alive but unhealthy (repeated timeouts); `ok=True` clears it."""
 
     server: str
     generation: int
@@ -247,20 +266,24 @@ class ConnectionDegraded:
 
 @dataclass(frozen=True, slots=True)
 class RestartDue:
+    """Told by the Supervisor's backoff timer to the Supervisor: restart `server` now, unless a newer
+    timer (`attempt_id`) or a state change has superseded this one."""
+
     server: str
     attempt_id: int
 
 
 @dataclass(frozen=True, slots=True)
 class GetStatus:
-    """Reply: StatusReport through `reply`."""
+    """Asked of the Supervisor by Runtime.status. Reply: StatusReport through `reply`."""
 
     reply: pykka.ThreadingFuture
 
 
 @dataclass(frozen=True, slots=True)
 class ControlServer:
-    """restart | stop | start | enable | disable one server. Reply: dict summary or exception."""
+    """Asked of the Supervisor by Runtime.control: restart | stop | start | enable | disable one
+    server. Reply: the server's status dict, or an exception."""
 
     action: str
     server: str
@@ -269,7 +292,8 @@ class ControlServer:
 
 @dataclass(frozen=True, slots=True)
 class ApplyServers:
-    """Reconcile with this set of configs (config reload or discovery).
+    """Told or asked of the Supervisor by Runtime: reconcile with this set of configs (config
+    reload or discovery). Reply, if asked: {"added", "removed", "changed"} names.
 
     `source` scopes removals: only servers whose config came from that source
     are removed when absent.
@@ -306,7 +330,8 @@ class StatusReport:
 
 @dataclass(frozen=True, slots=True)
 class DescribeLaunch:
-    """What an approval of `server` would cover. Reply: LaunchFacts, or KeyError for an unknown name."""
+    """Asked of the Supervisor by Runtime.decide: what an approval of `server` would cover.
+    Reply: LaunchFacts, or KeyError for an unknown name."""
 
     server: str
     reply: Any

@@ -28,17 +28,19 @@ class CatalogueBox:
 
 
 class _Flush:
+    """Told by the debounce timer to its Registry: publish the gathered ToolsChanged notice now."""
     pass
 
 
 class Registry(pykka.ThreadingActor):
-    """The only writer of the catalogue.
+    """The only writer of the catalogue; owns each server's last listing and its screened lists.
 
-    Receives PublishServer (a connection's full lists), DropServer and TrustChanged.
+    Receives PublishServer (a connection's full lists), DropServer, TrustChanged, and _Flush
+    from its own debounce timer.
     Screens each server's tools and prompts against their pins (a changed or new
     definition is withheld, not shown), builds a new immutable Catalogue into the box
     at once, and debounces the ToolsChanged notice to the bus. Tells the TrustKeeper
-    what to pin on first sight and what it withholds.
+    what to pin on first sight (PinFirstSight) and what it withholds (ReportWithheld).
     """
 
     def __init__(self, box: CatalogueBox, bus: BusClient, separator: str = "__", *,

@@ -32,6 +32,8 @@ def page(items: list, params: dict, key: str, version: int) -> dict:
 
 
 class BadCursor(Exception):
+    """Raised by page() for a cursor troupe did not hand out (or cut from a newer catalogue);
+    the request is answered with invalid params."""
     pass
 
 

@@ -49,6 +49,18 @@ class _Deferred:
 
 
 class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
+    """Owns one downstream client: its capabilities and protocol version, the calls it awaits
+    (each with its own deadline), the server requests relayed to it, its log level and its
+    resource subscriptions; reads the catalogue and the server directory with no actor hop.
+
+    Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
+    Retry and _Deferred (answers, deadlines, retries and start-up waits of its own calls);
+    CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest and
+    ServerRequestCancelled (from a Connection). Sends Forward and CancelForward to Connections,
+    SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
+    Runtime), and its answers and notifications to the client through its sinks.
+    """
+
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
         super().__init__()
         self.rt = runtime

@@ -36,7 +36,7 @@ STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown mus
 
 @dataclass
 class Child:
-    """The supervisor's record of one server; sessions read it (never write)."""
+    """The Supervisor's own record of one server; no one else reads it (they read its ServerView)."""
 
     spec: ChildSpec
     policy: Policy
@@ -69,11 +69,15 @@ class Child:
 class Supervisor(pykka.ThreadingActor):
     """Owns one Child record per server and every Connection actor.
 
-    Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue, GetStatus (reply:
-    StatusReport), ControlServer, ApplyServers, SetUrl, TrustChanged, DescribeLaunch and
-    SetSessionLogLevel. Starts, restarts (with backoff) and stops connections, opens the
+    Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus
+    (reply: StatusReport), ControlServer (reply: the server's status dict), ApplyServers
+    (reply: added/removed/changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts)
+    and SetSessionLogLevel. Starts, restarts (with backoff) and stops connections, opens the
     circuit on a crash loop, and after every change publishes an immutable Directory into
     its box: sessions, metrics, the dashboard, reload and embedding read that, never Child.
+    Sends SetLogLevel to connections, DropServer to the Registry, and ServerStateChanged,
+    ServerConnected, ServerDisconnected, ServerRestarted, CircuitOpened, StartupSettled and
+    ApprovalAwaited to the bus.
     """
 
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),

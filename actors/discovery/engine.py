@@ -38,6 +38,9 @@ STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in paralle
 
 @dataclass(frozen=True, slots=True)
 class _CycleDone:
+    """Told by the _collect greenlet to its DiscoveryEngine: cycle `cycle` is over; `results` holds
+    the providers that answered, `failed` one line for each that did not (in time)."""
+
     cycle: int
     results: Mapping  # provider → ProviderResult
     failed: Mapping  # provider → one-line reason
@@ -47,12 +50,14 @@ class _CycleDone:
 
 @dataclass(frozen=True, slots=True)
 class _FilesChanged:
+    """Told by the file watcher to its DiscoveryEngine: these watched files or PATH directories changed."""
+
     paths: tuple
 
 
 @dataclass(frozen=True, slots=True)
 class _Tick:
-    """Periodic re-discovery."""
+    """Told by the periodic greenlet to its DiscoveryEngine every `interval` seconds: discover again."""
 
 
 def _collect(engine: pykka.ActorRef, cycle: int, futures: dict, deadline: float, failed: dict) -> None:
@@ -75,6 +80,12 @@ def _collect(engine: pykka.ActorRef, cycle: int, futures: dict, deadline: float,
 
 class DiscoveryEngine(pykka.ThreadingActor):
     """Owns the providers, the service store, the file watcher and (unless given one) a HealthChecker.
+
+    Receives RunDiscovery (reply: DiscoveryReport), RegisterServer, UnregisterServer, ListServices,
+    GetDiscoveryStatus, CheckHealth and GetHealth (forwarded), HealthChanged (from the bus),
+    TrustChanged, and _CycleDone, _FilesChanged and _Tick from its own greenlets. Sends Discover
+    to providers, SetServices to the checker, ServicesChanged to `on_services`, and ServiceAdded,
+    ServiceUpdated, ServiceRemoved and DiscoveryCompleted to the bus.
 
     Settings (the config's `discovery:` section; every key optional):
       enabled (true): run providers; registrations are served either way

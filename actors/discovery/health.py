@@ -31,13 +31,17 @@ CONNECTED = "connected"
 
 @dataclass(frozen=True, slots=True)
 class _Tick:
-    """Probe every service now (from the schedule greenlet)."""
+    """Told by the schedule greenlet (every interval, all services) or the first-check timer
+    (services just added) to its HealthChecker: probe these scheduled services now."""
 
     names: tuple | None = None  # None = all
 
 
 @dataclass(frozen=True, slots=True)
 class _ProbeDone:
+    """Told by a probe greenlet to its HealthChecker: how probing `name` went; dropped when
+    `generation` is no longer the probe in flight for it (the service went away or changed)."""
+
     name: str
     generation: int
     healthy: bool
@@ -46,6 +50,9 @@ class _ProbeDone:
 
 
 class _Request:
+    """A CheckHealth the HealthChecker still owes an answer: the names asked, those whose probe
+    has not come back yet, and the reply future."""
+
     __slots__ = ("names", "remaining", "reply")
 
     def __init__(self, names: tuple, remaining: set, reply: pykka.ThreadingFuture):
@@ -53,7 +60,12 @@ class _Request:
 
 
 class HealthChecker(pykka.ThreadingActor):
-    """Probes run in pooled greenlets outside the actor; their results are told back.
+    """Owns the watched services' configs and last health, the probe queue and the CheckHealth
+    requests still to answer. Receives SetServices, CheckHealth (reply: health by name),
+    GetHealth (reply: the same, for all), and _Tick and _ProbeDone from its own greenlets;
+    sends HealthChanged to the bus on each transition.
+
+    Probes run in pooled greenlets outside the actor; their results are told back.
 
     A service the supervisor has connected (is_connected(name) is true) is healthy by
     that fact and is never probed. is_connected must not block: read a snapshot.

@@ -64,14 +64,16 @@ class DiscoveryReport:
 
 @dataclass(frozen=True, slots=True)
 class RunDiscovery:
-    """Run a cycle now (or join the running one). Reply: DiscoveryReport."""
+    """Asked of the DiscoveryEngine (Runtime, CLI): run a cycle now, or after the running one.
+    Reply: DiscoveryReport."""
 
     reply: pykka.ThreadingFuture
 
 
 @dataclass(frozen=True, slots=True)
 class RegisterServer:
-    """Register a server passively (top confidence, persisted, kept by later cycles).
+    """Asked of the DiscoveryEngine by Runtime: register a server passively (top confidence,
+    persisted, kept by later cycles).
 
     entry: a Claude-style entry plus "name": {"name", "command", "args", "env", "cwd"}
     or {"name", "url", "type", "headers"}; optional "tags" (list of strings).
@@ -84,7 +86,8 @@ class RegisterServer:
 
 @dataclass(frozen=True, slots=True)
 class UnregisterServer:
-    """Remove a registration. Reply: True if it was registered, False otherwise."""
+    """Asked of the DiscoveryEngine by Runtime: remove a registration. Reply: True if it was
+    registered, False otherwise."""
 
     name: str
     reply: pykka.ThreadingFuture
@@ -92,14 +95,16 @@ class UnregisterServer:
 
 @dataclass(frozen=True, slots=True)
 class ListServices:
-    """Reply: tuple of service summary dicts (never env or header values), sorted by name."""
+    """Asked of the DiscoveryEngine. Reply: tuple of service summary dicts (never env or header
+    values), sorted by name."""
 
     reply: pykka.ThreadingFuture
 
 
 @dataclass(frozen=True, slots=True)
 class GetDiscoveryStatus:
-    """Reply: dict for the status report (last run, duration, counts, errors, health)."""
+    """Asked of the DiscoveryEngine by Runtime.status. Reply: dict for the status report (last
+    run, duration, counts, errors, health)."""
 
     reply: pykka.ThreadingFuture
 
@@ -121,7 +126,7 @@ class ServicesChanged:
 
 @dataclass(frozen=True, slots=True)
 class Discover:
-    """Told to a provider actor. Reply: ProviderResult (a scan in flight is joined)."""
+    """Told by the DiscoveryEngine to a provider actor. Reply: ProviderResult (a scan in flight is joined)."""
 
     reply: pykka.ThreadingFuture
 
@@ -130,7 +135,8 @@ class Discover:
 
 @dataclass(frozen=True, slots=True)
 class CheckHealth:
-    """Probe one service (name) or all (None) now.
+    """Asked of the HealthChecker (directly, or through the DiscoveryEngine, which forwards it):
+    probe one service (name) or all (None) now.
 
     Reply: {name: {"healthy": bool|None, "detail": str, "checked_at": float|None}};
     LookupError for an unknown name.
@@ -149,7 +155,8 @@ class SetServices:
 
 @dataclass(frozen=True, slots=True)
 class GetHealth:
-    """Reply: the last known health of every service, same shape as CheckHealth's."""
+    """Asked of the HealthChecker (directly or through the DiscoveryEngine). Reply: the last known
+    health of every service, same shape as CheckHealth's."""
 
     reply: pykka.ThreadingFuture
 

@@ -23,6 +23,8 @@ class ProbeFailed(Exception):
 
 
 class _Closed:
+    """Put in the probe's inbox by the transport's close callback: the link closed, and why."""
+
     __slots__ = ("reason",)
 
     def __init__(self, reason: str):

@@ -36,6 +36,9 @@ HEALTH_KEYS = {"enabled", "interval", "timeout", "concurrency", "first_check_del
 
 @dataclass(frozen=True, slots=True)
 class HealthSettings:
+    """The `discovery.health:` section, parsed: whether the HealthChecker runs, its interval,
+    per-probe timeout and concurrency, and how long a new service waits for its first probe."""
+
     enabled: bool = True
     interval: float = DEFAULT_HEALTH_INTERVAL
     timeout: float = DEFAULT_HEALTH_TIMEOUT
@@ -45,6 +48,9 @@ class HealthSettings:
 
 @dataclass(frozen=True, slots=True)
 class DiscoverySettings:
+    """The config's `discovery:` section, parsed and checked (DiscoveryEngine describes each key);
+    `path_*` come from `path_probe:`, `auto_*` from `auto_connect:`, `path_search` is the PATH searched."""
+
     home: str
     project_root: str | None
     enabled: bool = True
@@ -69,6 +75,9 @@ class DiscoverySettings:
 
 
 class _Reader:
+    """Reads one mapping of the discovery settings: a value of the wrong type or a negative number
+    raises ValueError naming its key path; an unknown key is only warned about."""
+
     def __init__(self, data: Any, path: str, allowed: set):
         if data is None:
             data = {}

@@ -32,6 +32,9 @@ class SourceError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Location:
+    """One config file a FileProvider reads: its provider, path, scope (user or project) and format;
+    for a project file or ~/.claude.json, the project it belongs to."""
+
     provider: str
     path: Path
     scope: str  # user | project

@@ -136,6 +136,9 @@ def _check_args(name: str, args: dict) -> dict:
 
 
 class Workspace:
+    """The files under one root, read-only: resolves every path inside the root (symlinks
+    followed first) and implements the tools (list_files, read_file, search_text, file_info)."""
+
     def __init__(self, root: Path):
         self.root = root
 
@@ -294,6 +297,9 @@ def _split_lines(text: str) -> list[str]:
 
 
 class Server:
+    """The MCP side of the workspace server: one handler per JSON-RPC method; `handle` turns
+    one input line into at most one response."""
+
     def __init__(self, workspace: Workspace):
         self.ws = workspace
         self.methods = {"initialize": self.initialize, "ping": lambda p: {},

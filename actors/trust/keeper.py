@@ -41,7 +41,8 @@ class TrustKeeper(pykka.ThreadingActor):
     writes operator decisions, first-sight pins and withheld definitions into it, and
     publishes each new TrustSnapshot to its box, then tells WatchTrust subscribers.
 
-    Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, WatchTrust, _Poll.
+    Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, WatchTrust, and _Poll
+    and _Flush from its own poll greenlet and write timer.
     Sends: TrustChanged to subscribers; ApprovalDecided and ToolDefinitionChanged to the bus.
     A file that cannot be read keeps the last good snapshot (at start: nothing approved),
     so a broken file never approves anything.

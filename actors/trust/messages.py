@@ -9,7 +9,8 @@ import pykka
 
 @dataclass(frozen=True, slots=True)
 class Decide:
-    """An operator approves or denies one server identity. Reply: the file entry (a dict).
+    """Asked of the TrustKeeper by Runtime.decide: an operator approves or denies one server
+    identity. Reply: the file entry (a dict).
 
     Approving also accepts every definition withheld for that identity.
     """
@@ -49,6 +50,6 @@ class TrustChanged:
 
 @dataclass(frozen=True, slots=True)
 class WatchTrust:
-    """Tell `ref` a TrustChanged after every new snapshot."""
+    """Told to the TrustKeeper by Runtime at start: tell `ref` a TrustChanged after every new snapshot."""
 
     ref: pykka.ActorRef

@@ -19,6 +19,9 @@ class ProviderError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _ScanDone:
+    """Told by the scan greenlet to its ProviderActor: the scan's result, or `error` if it failed;
+    every waiting Discover gets the same."""
+
     result: ProviderResult | None = None
     error: str = ""
 
@@ -27,7 +30,8 @@ class ProviderActor(pykka.ThreadingActor):
     """Subclasses implement scan(); one scan runs at a time and every waiter gets its result.
 
     scan() runs in its own greenlet, outside the actor's message loop; the state it
-    keeps between scans (caches) is touched by that greenlet only.
+    keeps between scans (caches) is touched by that greenlet only. Receives Discover (reply:
+    ProviderResult, or ProviderError) and _ScanDone from that greenlet; sends nothing else.
     """
 
     provider = "provider"

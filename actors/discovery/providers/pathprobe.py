@@ -38,6 +38,9 @@ HELP_DIR_PREFIX = "troupe-help-"
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
+    """An executable in a trusted PATH directory whose name looks like an MCP server: its name,
+    the path it was found at, and its realpath (what is checked, cached and deduplicated)."""
+
     name: str
     path: str
     real: str
