@@ -326,6 +326,8 @@ class Connection(Listing, pykka.ThreadingActor):
         def matches(fwd_or_pending) -> bool:
             return fwd_or_pending.origin == cancel.origin and (
                 cancel.origin_request is None or fwd_or_pending.origin_request == cancel.origin_request)
+        if cancel.origin_request is None:  # the session is going away: it follows nothing any more
+            self.subscriptions.drop(cancel.origin)
         for ticket in [t for t, (fwd, *_) in self._queued.items() if matches(fwd)]:
             self._queued.pop(ticket)[1].kill(block=False)  # never sent: nothing to cancel upstream
         self.stats.queued = len(self._queued)
