@@ -14,9 +14,18 @@ if os.environ.get("TROUPE_TEST_GEVENT") == "1":
 
 import pytest  # noqa: E402
 
+from tests.support.ports import refused_port  # noqa: E402
+
 
 @pytest.fixture(autouse=True)
 def _own_approvals_file(tmp_path_factory, monkeypatch):
     """Every test gets its own approvals file (troupe's config directory), so pins one test
     records never withhold another test's tools, and the real ~/.config is never written."""
     monkeypatch.setenv("TROUPE_CONFIG_DIR", str(tmp_path_factory.mktemp("troupe-config")))
+
+
+@pytest.fixture
+def dead_port():
+    """A loopback port that refuses connections for the whole test; no other process can take it meanwhile."""
+    with refused_port() as port:
+        yield port
