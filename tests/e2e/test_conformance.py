@@ -18,6 +18,8 @@ from tests.support import PEERS, peer_bin
 from tests.support.ports import start_with_port_retry, stop
 from tests.support.troupe import TroupeHttp
 
+pytestmark = pytest.mark.slow  # the official conformance suite, twice per backend
+
 NODE22 = PEERS / "node22" / "node_modules" / ".bin"
 FRONT_END_SCENARIOS = ("dns-rebinding-protection",)  # troupe's own front door: must pass whole
 

@@ -32,6 +32,7 @@ def remote_peers(tmp_path):
             stop(proc)
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_troupe_aggregates_remote_servers(tmp_path, remote_peers):
     servers = [
         {"name": "ev_http", "transport": {"type": "streamable-http",
@@ -64,6 +65,7 @@ def _inspector(*args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_inspector_cli_over_stdio_http_and_sse(tmp_path):
     config = write_config(tmp_path, [server("echo", "tests.servers.echo")], mode="flat")
     listed = _inspector("--", PYTHON, "-m", "actors.main", "--config", str(config), "--method", "tools/list")

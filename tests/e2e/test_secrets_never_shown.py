@@ -62,6 +62,7 @@ def _leaks(text: str) -> list[str]:
     return [s for s in SECRETS if s in text]
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_secrets_in_args_and_urls_are_never_shown(http_troupe, http_backend, dead_port):
     s1, s2, s3, s4 = SECRETS
     gone = dead_port  # nothing listens there: its error paths must not quote the query either

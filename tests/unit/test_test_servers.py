@@ -290,6 +290,7 @@ async def _exercise_demo(client) -> None:
     assert "bees" in prompt.messages[0].content.text
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_fastmcp_demo_stdio_and_http(spawn):
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
