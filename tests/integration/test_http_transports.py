@@ -4,7 +4,6 @@
 # refuses to run otherwise), so readers here are greenlets exactly as in production.
 import json
 import os
-import subprocess
 import time
 
 import gevent
@@ -18,59 +17,17 @@ from actors.protocol import jsonrpc
 from actors.transports.base import TransportError, TransportGarbage
 from actors.transports.sse import SseTransport
 from actors.transports.streamable_http import StreamableHttpTransport
-from tests.support import PYTHON, peer_bin, wait_until
-from tests.support.ports import start_announced, start_with_port_retry, stop
+from tests.support import wait_until
 
 LATEST = "2025-11-25"
 LEGACY = "2024-11-05"
-# Bounds, not sleeps: how long a peer may take to listen, an answer to arrive,
-# close() to return (the transport contract says under 2 s).
-PEER_START_TIMEOUT = 30.0
+# Bounds, not sleeps: how long an answer may take to arrive, close() to return
+# (the transport contract says under 2 s). Peers: the peer fixture in conftest.py.
 ANSWER_TIMEOUT = 10.0
 CLOSE_BOUND = 2.0
 NAME = "upstream"
 CLOSED_BY_OWNER = "closed by troupe"
 SECRET = "s3cret-token"
-
-# ---------------------------------------------------------------------------
-# Peers: started once per module, each on its own loopback port (no port races:
-# tests/support/ports.py).
-# ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def peer(tmp_path_factory):
-    """peer(kind) → base URL of a running peer of that kind, started once per module."""
-    running: dict[str, str] = {}
-    procs: list[subprocess.Popen] = []
-    logs = tmp_path_factory.mktemp("peers")
-
-    def start(kind: str) -> str:
-        if kind in running:
-            return running[kind]
-        log = logs / f"{kind}.log"
-        if kind.startswith("everything-"):  # takes a fixed PORT from its environment
-            mode, path = {"everything-http": ("streamableHttp", "/mcp"), "everything-sse": ("sse", "/sse")}[kind]
-            argv = [peer_bin("mcp-server-everything"), mode]
-            proc, port = start_with_port_retry(lambda port: (argv, {"PORT": str(port)}), log,
-                                               timeout=PEER_START_TIMEOUT)
-        else:  # ours: bind port 0 and announce it
-            fastmcp_min = [PYTHON, "-m", "tests.servers.fastmcp_http_min", "--port", "0"]
-            argv, path = {
-                "fastmcp-http": (fastmcp_min, "/mcp"),
-                "fastmcp-json": ([*fastmcp_min, "--json"], "/mcp"),
-                "fastmcp-sse": ([*fastmcp_min, "--transport", "sse"], "/sse"),
-                "fastmcp-demo": ([PYTHON, "-m", "tests.servers.fastmcp_demo", "--http", "0"], "/mcp"),
-            }[kind]
-            proc, port = start_announced(argv, log, timeout=PEER_START_TIMEOUT)
-        procs.append(proc)
-        running[kind] = f"http://127.0.0.1:{port}{path}"
-        return running[kind]
-
-    yield start
-    for proc in procs:
-        stop(proc)
-
 
 # ---------------------------------------------------------------------------
 # Helpers: an owner that collects callbacks, as the Connection actor would.
