@@ -1,11 +1,17 @@
 """Run every suite: in-process suites gevent-patched, e2e (asyncio peers) unpatched.
 
-Usage: python -m tests [extra pytest args]. Prints one closing line for both runs.
+Usage: python -m tests [--quick] [extra pytest args]. Prints one closing line for all runs.
+Plain, the runs go one after the other with their output streamed: everything, as CI runs it.
+--quick leaves out the tests marked slow (soak, bench, browser, conformance...) and runs at
+once the in-process run and the unit and end-to-end run split in QUICK_SHARDS (their tests
+mostly wait on troupe and its peers); each prints its output when it ends.
 """
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,30 +21,87 @@ RUNS = (
      {"TROUPE_TEST_GEVENT": "1"}),
     ("units and end-to-end with real peers", ["tests/unit", "tests/e2e"], {}),
 )
+QUICK_SHARDS = 2  # processes sharing the unit and end-to-end run under --quick (tests/conftest.py)
+NO_TESTS = 5  # pytest's exit code when it collected nothing
 SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
 
 
-def main() -> int:
-    totals = {"passed": 0, "failed": 0, "skipped": 0}
-    worst = 0
+def _header(title: str, paths: list[str]) -> str:
+    return f"\n===== {title}: {' '.join(p for p in paths if p.startswith('tests'))}"
+
+
+def _command(paths: list[str], args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", *paths, *args]
+
+
+def _tally(totals: dict, last_line: str) -> None:
+    for n, kind in SUMMARY.findall(last_line):
+        totals["failed" if kind in ("failed", "error", "errors") else kind] += int(n)
+
+
+def _last_line(text: str) -> str:
+    return next((line for line in reversed(text.splitlines()) if line.strip()), "")
+
+
+def _one_by_one(args: list[str], totals: dict) -> list[list[int]]:
+    codes = []
     for title, paths, env in RUNS:
-        print(f"\n===== {title}: {' '.join(p for p in paths if p.startswith('tests'))}", flush=True)
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", *paths, *sys.argv[1:]], cwd=ROOT,
-                                env={**os.environ, **env}, stdout=subprocess.PIPE, text=True)
+        print(_header(title, paths), flush=True)
+        proc = subprocess.Popen(_command(paths, args), cwd=ROOT, env={**os.environ, **env},
+                                stdout=subprocess.PIPE, text=True)
         last = ""
         for line in proc.stdout:
             sys.stdout.write(line)
             if line.strip():
                 last = line
-        code = proc.wait()
-        for n, kind in SUMMARY.findall(last):
-            key = "failed" if kind in ("failed", "error", "errors") else kind
-            totals[key] += int(n)
-        if code not in (0, 5):
-            worst = worst or code
-        if code == 5:  # no tests collected in a suite that must have tests
+        codes.append([proc.wait()])
+        _tally(totals, last)
+    return codes
+
+
+def _all_at_once(args: list[str], totals: dict) -> list[list[int]]:
+    started = []  # (run index, title, paths, process, output file)
+    for index, (title, paths, env) in enumerate(RUNS):
+        shards = QUICK_SHARDS if index == len(RUNS) - 1 else 1
+        for shard in range(shards):
+            extra = {"TROUPE_TEST_SHARD": f"{shard}/{shards}"} if shards > 1 else {}
+            name = f"{title}, shard {shard + 1}/{shards}" if shards > 1 else title
+            out = tempfile.TemporaryFile("w+")  # a file, not a pipe: no run can block on its output
+            proc = subprocess.Popen(_command(paths, args), cwd=ROOT, env={**os.environ, **env, **extra},
+                                    stdout=out, stderr=subprocess.STDOUT, text=True)
+            started.append((index, name, paths, proc, out))
+    codes: list[list[int]] = [[] for _ in RUNS]
+    waiting = list(started)
+    while waiting:
+        for item in [w for w in waiting if w[3].poll() is not None]:
+            index, name, paths, proc, out = item
+            waiting.remove(item)
+            out.seek(0)
+            text = out.read()
+            out.close()
+            print(_header(name, paths), flush=True)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            codes[index].append(proc.returncode)
+            _tally(totals, _last_line(text))
+        time.sleep(0.2)
+    return codes
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    if quick:
+        args.remove("--quick")
+        args = ["-m", "not slow", *args]  # first, so a -m of the caller's own still wins
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    codes = _all_at_once(args, totals) if quick else _one_by_one(args, totals)
+    worst = 0
+    for run in codes:
+        if all(code == NO_TESTS for code in run):  # a suite that must have tests collected none
             totals["failed"] += 1
             worst = worst or 1
+        worst = worst or next((code for code in run if code not in (0, NO_TESTS)), 0)
     print(f"\ntotal: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     return 1 if worst or totals["failed"] else 0
 

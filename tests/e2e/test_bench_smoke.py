@@ -7,8 +7,11 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 
 from tests.support import ROOT, peer_bin
+
+pytestmark = pytest.mark.slow  # runs scripts/bench.py end to end (~80 s)
 
 SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory")
 

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PEERS, free_port, peer_bin, wait_until
+from tests.support import PEERS, peer_bin
+from tests.support.ports import start_with_port_retry, stop
 from tests.support.troupe import TroupeHttp
+
+pytestmark = pytest.mark.slow  # the official conformance suite, twice per backend
 
 NODE22 = PEERS / "node22" / "node_modules" / ".bin"
 FRONT_END_SCENARIOS = ("dns-rebinding-protection",)  # troupe's own front door: must pass whole
@@ -41,19 +44,12 @@ def _conformance(url: str, out: Path) -> dict[tuple[str, str], str]:
 
 
 @pytest.fixture
-def everything_http():
-    port = free_port()
-    proc = subprocess.Popen([peer_bin("mcp-server-everything"), "streamableHttp"], env={**os.environ, "PORT": str(port)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import socket
-
-    def listening():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-    wait_until(listening, 20, message="server-everything listening")
+def everything_http(tmp_path):
+    # server-everything takes a fixed PORT: started again on another port if that one was taken.
+    argv = [peer_bin("mcp-server-everything"), "streamableHttp"]
+    proc, port = start_with_port_retry(lambda port: (argv, {"PORT": str(port)}), tmp_path / "everything.log")
     yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=10)
+    stop(proc)
 
 
 def _passed(results) -> set:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import requests
 import yaml
 
 from tests.e2e.test_metrics import McpHttp
 from tests.support import PYTHON, ROOT, wait_until
 from tests.support.troupe import TroupeHttp, server
+
+pytestmark = pytest.mark.slow  # a headless chromium
 
 SCREENSHOT = "/tmp/troupe-dashboard-approvals.png"
 SCREENSHOT_TOOLS = "/tmp/troupe-dashboard-tool-change.png"

@@ -5,11 +5,14 @@ import json
 import os
 import signal
 
+import pytest
 import requests
 
 from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
 from tests.support.troupe import server
+
+pytestmark = pytest.mark.slow  # a headless chromium
 
 SCREENSHOT = "/tmp/troupe-dashboard.png"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 import yaml
 
 from tests.support import PYTHON, ROOT, wait_until
@@ -25,6 +26,7 @@ def _echo_entry(name: str) -> dict:
     return {"command": PYTHON, "args": ["-m", "tests.servers.echo", "--name", name], "cwd": str(ROOT)}
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_discovered_server_is_connected_and_callable_and_registration_persists(tmp_path):
     home, project = tmp_path / "home", tmp_path / "project"
     (home / ".cursor").mkdir(parents=True)

@@ -5,6 +5,7 @@ import asyncio
 import json
 import subprocess
 
+import pytest
 import requests
 from mcp import Client
 from mcp.client.session import ClientSession
@@ -31,6 +32,7 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_sdk_client_over_streamable_http_and_legacy_sse(http_troupe):
     t = http_troupe([server("echo", "tests.servers.echo"), server("demo", "tests.servers.fastmcp_demo")], mode="flat")
 

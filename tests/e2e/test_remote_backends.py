@@ -3,46 +3,36 @@ MCP Inspector CLI, a non-Python client, listing and calling tools through troupe
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 
 import pytest
 
-from tests.support import PYTHON, ROOT, free_port, peer_bin, wait_until
+from tests.support import PYTHON, ROOT, peer_bin
+from tests.support.ports import start_announced, start_with_port_retry, stop
 from tests.support.troupe import Troupe, TroupeHttp, server, text_of, write_config
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture
-def remote_peers():
+def remote_peers(tmp_path):
     """server-everything over streamableHttp and over sse, and a FastMCP server over HTTP."""
     procs, ports = [], {}
-    for name, cmd, env in (
-            ("streamable", [peer_bin("mcp-server-everything"), "streamableHttp"], {}),
-            ("sse", [peer_bin("mcp-server-everything"), "sse"], {}),
-            ("fastmcp", [PYTHON, "-m", "tests.servers.fastmcp_demo", "--http", "{port}"], {})):
-        port = free_port()
-        ports[name] = port
-        procs.append(subprocess.Popen([c.replace("{port}", str(port)) for c in cmd], cwd=ROOT,
-                                      env={**os.environ, "PORT": str(port), **env},
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    for name, port in ports.items():
-        wait_until(lambda: _listening(port), 30, message=f"{name} listening")
-    yield ports
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    try:
+        for name, mode in (("streamable", "streamableHttp"), ("sse", "sse")):
+            # server-everything takes a fixed PORT: started again on another port if that one was taken.
+            argv = [peer_bin("mcp-server-everything"), mode]
+            proc, ports[name] = start_with_port_retry(lambda port, argv=argv: (argv, {"PORT": str(port)}),
+                                                      tmp_path / f"everything-{name}.log")
+            procs.append(proc)
+        proc, ports["fastmcp"] = start_announced([PYTHON, "-m", "tests.servers.fastmcp_demo", "--http", "0"],
+                                                 tmp_path / "fastmcp_demo.log")
+        procs.append(proc)
+        yield ports
+    finally:
+        for proc in procs:
+            stop(proc)
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_troupe_aggregates_remote_servers(tmp_path, remote_peers):
     servers = [
         {"name": "ev_http", "transport": {"type": "streamable-http",
@@ -75,6 +65,7 @@ def _inspector(*args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_inspector_cli_over_stdio_http_and_sse(tmp_path):
     config = write_config(tmp_path, [server("echo", "tests.servers.echo")], mode="flat")
     listed = _inspector("--", PYTHON, "-m", "actors.main", "--config", str(config), "--method", "tools/list")

@@ -26,6 +26,7 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, 90))
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_sdk_client_meta_mode_over_fastmcp_and_everything(tmp_path):
     config = write_config(tmp_path, [server("demo", "tests.servers.fastmcp_demo"), _everything()], mode="meta")
 
@@ -58,6 +59,7 @@ def test_sdk_client_meta_mode_over_fastmcp_and_everything(tmp_path):
     _run(scenario())
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_sdk_client_flat_mode(tmp_path):
     config = write_config(tmp_path, [server("demo", "tests.servers.fastmcp_demo"), _everything()], mode="flat")
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 
 import pytest
 import requests
 
-from tests.support import PYTHON, ROOT, free_port, wait_until
+from tests.support import PYTHON, ROOT, wait_until
+from tests.support.ports import start_announced, stop
 from tests.support.troupe import server
 
 SECRETS = ("SECRET1-stdio-flag", "SECRET2-stdio-next", "SECRET3-http-query", "SECRET4-gone-query")
@@ -20,27 +20,13 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 EVENTS_WAIT = 20.0
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture
-def http_backend():
+def http_backend(tmp_path):
     """A FastMCP server over HTTP: it answers whatever query string troupe sends."""
-    port = free_port()
-    proc = subprocess.Popen([PYTHON, "-m", "tests.servers.fastmcp_http_min", "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: _listening(port), 30, message="fastmcp_http_min listening")
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    proc, port = start_announced([PYTHON, "-m", "tests.servers.fastmcp_http_min", "--port", "0"],
+                                 tmp_path / "fastmcp_http_min.log")
+    yield port
+    stop(proc)
 
 
 def _body(resp) -> dict:
@@ -76,9 +62,10 @@ def _leaks(text: str) -> list[str]:
     return [s for s in SECRETS if s in text]
 
 
-def test_secrets_in_args_and_urls_are_never_shown(http_troupe, http_backend):
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
+def test_secrets_in_args_and_urls_are_never_shown(http_troupe, http_backend, dead_port):
     s1, s2, s3, s4 = SECRETS
-    gone = free_port()  # nothing listens there: its error paths must not quote the query either
+    gone = dead_port  # nothing listens there: its error paths must not quote the query either
     servers = [
         server("keyed", "tests.servers.keyed", f"--api-key={s1}", "--token", s2),
         {"name": "remote", "transport": {"type": "streamable-http", "streamable_http": {

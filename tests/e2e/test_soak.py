@@ -4,7 +4,11 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.support import PYTHON, ROOT
+
+pytestmark = pytest.mark.slow  # a 60 s soak
 
 
 def test_soak_60s_answers_everything_and_leaks_nothing(tmp_path):

@@ -34,6 +34,7 @@ def _validate_all(t: Troupe) -> None:
         validate_message(msg, "server", methods.get(msg.get("id")) if "method" not in msg else None)
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_meta_mode_lists_and_calls_two_backends(troupe_factory):
     t = troupe_factory([server("echo", "tests.servers.echo"),
                         server("demo", "tests.servers.fastmcp_demo")], mode="meta")

@@ -61,6 +61,7 @@ def project(tmp_path):
     return home, proj
 
 
+@pytest.mark.slow  # ~18 s: waits out MARKER_WAIT to prove nothing ran, and for file watching
 def test_project_servers_wait_for_approval_and_an_edited_line_waits_again(project, tmp_path):
     home, proj = project
     marker, marker2, marker3 = tmp_path / "ran", tmp_path / "ran-edited", tmp_path / "ran-late"
@@ -232,6 +233,7 @@ def test_a_server_cannot_reach_a_client_that_is_not_calling_it(tmp_path):
         troupe.close()
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_approval_over_http_needs_the_token_and_reaches_the_running_troupe(project, tmp_path):
     home, proj = project
     marker = tmp_path / "ran"

@@ -4,8 +4,6 @@
 # refuses to run otherwise), so readers here are greenlets exactly as in production.
 import json
 import os
-import socket
-import subprocess
 import time
 
 import gevent
@@ -19,84 +17,17 @@ from actors.protocol import jsonrpc
 from actors.transports.base import TransportError, TransportGarbage
 from actors.transports.sse import SseTransport
 from actors.transports.streamable_http import StreamableHttpTransport
-from tests.support import PYTHON, ROOT, free_port, peer_bin, wait_until
+from tests.support import wait_until
 
 LATEST = "2025-11-25"
 LEGACY = "2024-11-05"
-# Bounds, not sleeps: how long a peer may take to listen, an answer to arrive,
-# close() to return (the transport contract says under 2 s).
-PEER_START_TIMEOUT = 30.0
+# Bounds, not sleeps: how long an answer may take to arrive, close() to return
+# (the transport contract says under 2 s). Peers: the peer fixture in conftest.py.
 ANSWER_TIMEOUT = 10.0
 CLOSE_BOUND = 2.0
 NAME = "upstream"
 CLOSED_BY_OWNER = "closed by troupe"
 SECRET = "s3cret-token"
-
-# ---------------------------------------------------------------------------
-# Peers: started once per module, each on its own loopback port.
-# ---------------------------------------------------------------------------
-
-
-def _start_peer(argv: list[str], port: int, log_path, env=None) -> subprocess.Popen:
-    with open(log_path, "wb") as log:  # a file, not a pipe: a chatty peer cannot block on it
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
-
-    def listening():
-        if proc.poll() is not None:
-            raise AssertionError(f"{argv[0]} exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(listening, timeout=PEER_START_TIMEOUT, interval=0.05, message=f"{argv[0]} on port {port}")
-    except BaseException:
-        _stop_peer(proc)
-        raise
-    return proc
-
-
-def _stop_peer(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def peer(tmp_path_factory):
-    """peer(kind) → base URL of a running peer of that kind, started once per module."""
-    running: dict[str, str] = {}
-    procs: list[subprocess.Popen] = []
-    logs = tmp_path_factory.mktemp("peers")
-
-    def start(kind: str) -> str:
-        if kind in running:
-            return running[kind]
-        port = free_port()
-        everything = peer_bin("mcp-server-everything")
-        fastmcp_min = [PYTHON, "-m", "tests.servers.fastmcp_http_min", "--port", str(port)]
-        argv, env, path = {
-            "everything-http": ([everything, "streamableHttp"], {"PORT": str(port)}, "/mcp"),
-            "everything-sse": ([everything, "sse"], {"PORT": str(port)}, "/sse"),
-            "fastmcp-http": (fastmcp_min, None, "/mcp"),
-            "fastmcp-json": ([*fastmcp_min, "--json"], None, "/mcp"),
-            "fastmcp-sse": ([*fastmcp_min, "--transport", "sse"], None, "/sse"),
-            "fastmcp-demo": ([PYTHON, "-m", "tests.servers.fastmcp_demo", "--http", str(port)], None, "/mcp"),
-        }[kind]
-        procs.append(_start_peer(argv, port, logs / f"{kind}.log", env))
-        running[kind] = f"http://127.0.0.1:{port}{path}"
-        return running[kind]
-
-    yield start
-    for proc in procs:
-        _stop_peer(proc)
-
 
 # ---------------------------------------------------------------------------
 # Helpers: an owner that collects callbacks, as the Connection actor would.
@@ -350,8 +281,8 @@ def test_expired_session_closes_transport(peer, made, kind, status):
     assert len(owner.closed) == 1, "on_closed called twice"
 
 
-def test_dead_server_answers_request_with_error(made):
-    port = free_port()  # nothing listens there
+def test_dead_server_answers_request_with_error(made, dead_port):
+    port = dead_port
     owner, base = Owner(), open_fds()
     url = f"http://user:{SECRET}@127.0.0.1:{port}/mcp?token={SECRET}"
     t = StreamableHttpTransport(NAME, url, {"Authorization": f"Bearer {SECRET}"},
@@ -470,7 +401,7 @@ def test_fake_streamable_server_headers_batches_get_stream(made):
     wait_until(lambda: open_fds() <= base, timeout=CLOSE_BOUND, message="fds back")
 
 
-def test_sse_endpoint_checks_and_stream_loss(made):
+def test_sse_endpoint_checks_and_stream_loss(made, dead_port):
     plan = {}  # path → (events the fake sends on GET, seconds it then holds the stream)
     release = gevent.event.Event()  # ends every held stream, so the fake closes its sockets
 
@@ -495,7 +426,7 @@ def test_sse_endpoint_checks_and_stream_loss(made):
     plan["/silent"] = ([": just a comment\n\n"], 5)
     plan["/lost"] = (["event: endpoint\ndata: /message?session=1\n\n",
                       'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message"}\n\n'], 1.0)
-    refused = f"http://127.0.0.1:{free_port()}/sse"
+    refused = f"http://127.0.0.1:{dead_port}/sse"
     for url, timeout, expected in ((root + "/foreign", 5, "another origin"),
                                    (root + "/other-port", 5, "another origin"),
                                    (root + "/silent", 0.5, "no endpoint event"),

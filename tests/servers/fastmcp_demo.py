@@ -1,7 +1,12 @@
-"""FastMCP test server "demo": tools, a resource, a resource template and a prompt; stdio or --http PORT."""
+"""FastMCP test server "demo": tools, a resource, a resource template and a prompt; stdio or --http PORT.
+
+--http 0 binds any free port and announces it on stderr.
+"""
 import argparse
 
 from fastmcp import FastMCP
+
+from tests.servers._http import serve
 
 mcp = FastMCP("demo")
 
@@ -38,9 +43,9 @@ def summarize(topic: str) -> str:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    p.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp (0: any free port)")
     args = p.parse_args()
-    if args.http:
-        mcp.run(transport="http", host="127.0.0.1", port=args.http, show_banner=False)
+    if args.http is not None:
+        serve(mcp.http_app(), args.http, "/mcp", mcp.name)
     else:
         mcp.run(show_banner=False)

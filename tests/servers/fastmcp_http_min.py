@@ -1,11 +1,12 @@
-"""A minimal FastMCP server over HTTP for the HTTP transport tests."""
+"""A minimal FastMCP server over HTTP for the HTTP transport tests; --port 0 binds any free port and announces it."""
 from __future__ import annotations
 
 import argparse
 
-import uvicorn
 from fastmcp import Context, FastMCP
 from fastmcp.server.event_store import EventStore
+
+from tests.servers._http import serve
 
 # Short, so a test that makes the server drop a stream sees the client honour it
 # without waiting the SDK default.
@@ -35,7 +36,7 @@ async def progress_then_drop(ctx: Context, steps: int = 3) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True, help="0: any free port, announced on stderr")
     parser.add_argument("--transport", choices=("http", "sse"), default="http")
     parser.add_argument("--json", action="store_true", help="answer POSTs with application/json")
     args = parser.parse_args()
@@ -47,8 +48,7 @@ def main() -> None:
             event_store=None if args.json else EventStore(),
             retry_interval=None if args.json else RETRY_INTERVAL_MS,
         )
-    # Loopback only: the tests never want a port reachable from outside.
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    serve(app, args.port, "/sse" if args.transport == "sse" else "/mcp", mcp.name)
 
 
 if __name__ == "__main__":

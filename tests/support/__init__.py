@@ -25,6 +25,12 @@ def wait_until(condition, timeout: float = 10.0, interval: float = 0.02, message
 
 
 def free_port() -> int:
+    """A port free now, not later: handed to a child it races any other process that binds.
+
+    Only for a peer that cannot bind port 0 itself, through ports.start_with_port_retry; tell
+    our own children port 0 (ports.start_announced), and use the dead_port fixture for a port
+    that must refuse connections.
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

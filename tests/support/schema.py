@@ -1,61 +1,66 @@
-"""Validate MCP JSON-RPC messages against the spec's published JSON Schema (2025-11-25 by default)."""
+"""Validate MCP JSON-RPC messages against the Python SDK's own wire types (`mcp.types`), per protocol era.
+
+The SDK keeps one pydantic model per spec type and protocol version in the maps of
+`mcp.types.methods` (keyed by `(method, version)`): the 2025-11-25 shapes for every
+handshake version, the 2026-07-28 shapes for the stateless era. The envelopes come from
+the same era's models as the methods (JSONRPCRequest, JSONRPCResultResponse, ...): they follow
+the spec where the SDK's era-free `mcp.types.JSONRPCError` does not (an error's id is optional).
+Validation is strict (no coercion of "1" to 1 or "true" to True) and by wire name only
+(`inputSchema`, never `input_schema`), so a wrong type or a missing field fails.
+"""
 from __future__ import annotations
 
 import functools
-import os
-from pathlib import Path
-from typing import Any
+import sys
+from types import UnionType
+from typing import Any, get_args
 
 import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-from jsonschema.validators import validator_for
+from mcp.types import methods
+from mcp.types.version import KNOWN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from tests.support import ROOT
-
-SHARED = Path(os.environ.get("TROUPE_SHARED_DIR", ROOT.parent / "shared"))
 DEFAULT_VERSION = "2025-11-25"
 
-
-@functools.cache
-def load_schema(version: str = DEFAULT_VERSION) -> dict:
-    path = SHARED / "mcp-spec" / version / "schema.json"
-    if not path.exists():
-        raise AssertionError(f"MCP schema not found at {path} (set TROUPE_SHARED_DIR?)")
-    return orjson.loads(path.read_bytes())
-
-
-def _defs(version: str) -> dict:
-    schema = load_schema(version)
-    # 2020-12 files keep types under $defs, the draft-07 ones under definitions.
-    return schema.get("$defs") or schema["definitions"]
+# (sender, kind) -> the SDK map of the types that sender may send, keyed by (method, version).
+_SURFACES = {
+    ("client", "request"): methods.CLIENT_REQUESTS,
+    ("server", "request"): methods.SERVER_REQUESTS,
+    ("client", "notification"): methods.CLIENT_NOTIFICATIONS,
+    ("server", "notification"): methods.SERVER_NOTIFICATIONS,
+}
 
 
-def _defs_key(version: str) -> str:
-    return "$defs" if "$defs" in load_schema(version) else "definitions"
+def _check_version(version: str) -> None:
+    assert version in KNOWN_PROTOCOL_VERSIONS, \
+        f"unknown protocol version {version!r}; the SDK knows {', '.join(KNOWN_PROTOCOL_VERSIONS)}"
 
 
-@functools.cache
-def _validator(version: str, name: str):
-    if name not in _defs(version):
-        raise AssertionError(f"no type {name!r} in the {version} schema")
-    doc = dict(load_schema(version))
-    # Validate against one definition, with all the others in the same document for $ref.
-    doc["$ref"] = f"#/{_defs_key(version)}/{name}"
-    cls = Draft202012Validator if _defs_key(version) == "$defs" else validator_for(doc)
-    return cls(doc)
+def _arms(model: type[BaseModel] | UnionType) -> tuple[type[BaseModel], ...]:
+    return get_args(model) if isinstance(model, UnionType) else (model,)
+
+
+def _name(model: type[BaseModel] | UnionType) -> str:
+    """Spec name of a model; a union (2026's CallToolResult | InputRequiredResult) is named by its first arm."""
+    name = _arms(model)[0].__name__
+    return "EmptyResult" if name == "Result" else name  # the SDK spells EmptyResult as an alias of Result
 
 
 @functools.cache
-def _methods(version: str, union: str) -> dict[str, str]:
-    """method -> type name for a union such as ClientRequest or ServerNotification."""
-    defs, out = _defs(version), {}
-    for ref in defs.get(union, {}).get("anyOf", []):
-        name = ref["$ref"].rsplit("/", 1)[1]
-        method = defs[name].get("properties", {}).get("method", {}).get("const")
-        if method:
-            out[method] = name
-    return out
+def _adapter(model: Any) -> TypeAdapter:
+    return TypeAdapter(model)
+
+
+@functools.cache
+def _era(version: str):
+    """The SDK's module of wire models for `version`'s era, reached through a type its public maps hold."""
+    return sys.modules[methods.SERVER_RESULTS[("tools/list", version)].__module__]
+
+
+def _model_named(type_name: str, version: str) -> type[BaseModel] | UnionType | None:
+    model = getattr(_era(version), type_name, None)
+    ok = isinstance(model, UnionType) or (isinstance(model, type) and issubclass(model, BaseModel))
+    return model if ok else None
 
 
 def _short(value: Any, limit: int = 400) -> str:
@@ -63,16 +68,30 @@ def _short(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
+def _where(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "(top)"
+
+
+def _check(instance: Any, model: type[BaseModel] | UnionType, name: str, version: str) -> None:
+    try:
+        # strict: no type coercion; by_alias only: fields must carry their wire names.
+        _adapter(model).validate_python(instance, strict=True, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        lines = [f"not a valid {name} ({version}): {_where(first['loc'])}: {first['msg']}"]
+        lines += [f"  - {_where(e['loc'])}: {e['msg'][:200]}" for e in errors[1:6]]
+        lines.append(f"  instance: {_short(instance)}")
+        raise AssertionError("\n".join(lines)) from None
+
+
 def validate(instance: Any, type_name: str, version: str = DEFAULT_VERSION) -> None:
-    """Assert instance matches the schema's type_name, e.g. 'CallToolResult'."""
-    errors = list(_validator(version, type_name).iter_errors(instance))
-    if not errors:
-        return
-    best = best_match(errors)
-    lines = [f"not a valid {type_name} ({version}): {best.message[:300]}", f"  at {best.json_path}"]
-    lines += [f"  - {e.json_path}: {e.message[:200]}" for e in errors[:5]]
-    lines.append(f"  instance: {_short(instance)}")
-    raise AssertionError("\n".join(lines))
+    """Assert instance matches the SDK's model for type_name at `version`, e.g. 'CallToolResult'."""
+    _check_version(version)
+    model = _model_named(type_name, version)
+    if model is None:
+        raise AssertionError(f"no type {type_name!r} for {version} in mcp.types")
+    _check(instance, model, type_name, version)
 
 
 def classify(msg: Any) -> str:
@@ -89,23 +108,30 @@ def classify(msg: Any) -> str:
     return "result" if "result" in msg else "error"
 
 
+def _result_model(method: str, version: str) -> type[BaseModel] | UnionType:
+    _check_version(version)
+    model = methods.SERVER_RESULTS.get((method, version)) or methods.CLIENT_RESULTS.get((method, version))
+    if model is None:
+        raise AssertionError(f"unknown request method {method!r} at {version} in mcp.types")
+    return model
+
+
 def result_type(method: str, version: str = DEFAULT_VERSION) -> str:
     """Result type answering a request method: tools/list -> ListToolsResult, ping -> EmptyResult."""
-    requests = {**_methods(version, "ServerRequest"), **_methods(version, "ClientRequest")}
-    if method not in requests:
-        raise AssertionError(f"unknown request method {method!r} in the {version} schema")
-    name = requests[method][: -len("Request")] + "Result"
-    return name if name in _defs(version) else "EmptyResult"
+    return _name(_result_model(method, version))
 
 
 def validate_result(result: Any, method: str, version: str = DEFAULT_VERSION) -> str:
     """Validate the result of a `method` request; returns the type name used."""
-    name = result_type(method, version)
-    # A modern server may answer call/get/read with a request for more input instead.
-    if isinstance(result, dict) and result.get("resultType") == "input_required" \
-            and "InputRequiredResult" in _defs(version):
-        name = "InputRequiredResult"
-    validate(result, name, version)
+    model = _result_model(method, version)
+    arms = _arms(model)
+    # A 2026 server may answer call/get/read with a request for more input instead.
+    if len(arms) > 1 and isinstance(result, dict) and result.get("resultType") == "input_required":
+        model = next((a for a in arms if a.__name__ == "InputRequiredResult"), model)
+    elif len(arms) > 1:
+        model = arms[0]
+    name = _name(model)
+    _check(result, model, name, version)
     return name
 
 
@@ -116,21 +142,22 @@ def validate_message(msg: Any, direction: str = "server", method: str | None = N
     For a result response, pass `method` (of the request it answers) to check the result's type too.
     """
     assert direction in ("server", "client"), f"direction must be 'server' or 'client', not {direction!r}"
+    _check_version(version)
     kind = classify(msg)
-    sender, other = ("Server", "Client") if direction == "server" else ("Client", "Server")
+    other = "client" if direction == "server" else "server"
     if kind in ("request", "notification"):
-        union = "Request" if kind == "request" else "Notification"
-        name = _methods(version, sender + union).get(msg["method"])
-        if name is None:
-            assert msg["method"] not in _methods(version, other + union), \
-                f"{msg['method']!r} is a {other.lower()} {kind}, not one a {direction} sends: {_short(msg)}"
+        model = _SURFACES[(direction, kind)].get((msg["method"], version))
+        if model is None:
+            assert (msg["method"], version) not in _SURFACES[(other, kind)], \
+                f"{msg['method']!r} is a {other} {kind}, not one a {direction} sends: {_short(msg)}"
             # Unknown (extension) methods can only be checked as plain JSON-RPC.
             name = "JSONRPCRequest" if kind == "request" else "JSONRPCNotification"
-        validate(msg, name, version)
+            validate(msg, name, version)
+            return name
+        name = _name(model)
+        _check(msg, model, name, version)
         return name
-    names = ("JSONRPCResultResponse", "JSONRPCResponse") if kind == "result" \
-        else ("JSONRPCErrorResponse", "JSONRPCError")
-    envelope = next(n for n in names if n in _defs(version))
+    envelope = "JSONRPCResultResponse" if kind == "result" else "JSONRPCErrorResponse"
     validate(msg, envelope, version)
     if kind == "result" and method is not None:
         return validate_result(msg["result"], method, version)

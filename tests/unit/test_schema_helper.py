@@ -1,7 +1,7 @@
-"""The MCP schema helper accepts valid messages and rejects broken ones with readable errors."""
+"""The MCP schema helper (the SDK's mcp.types models) accepts valid messages and rejects broken ones readably."""
 import pytest
 
-from tests.support.schema import classify, result_type, validate_message, validate_result
+from tests.support.schema import classify, result_type, validate, validate_message, validate_result
 
 TOOL = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object", "properties": {}}}
 
@@ -61,3 +61,52 @@ def test_result_types_by_method():
     assert validate_result(ok, "tools/call") == "CallToolResult"
     with pytest.raises(AssertionError, match="CallToolResult"):
         validate_result({"content": [{"type": "text"}]}, "tools/call")
+
+
+@pytest.mark.parametrize(("result", "method", "where"), [
+    ({"content": [{"type": "text", "text": 3}]}, "tools/call", r"content\.0.*text.*valid string"),
+    ({"content": [{"type": "text", "text": "x"}], "isError": "true"}, "tools/call", r"isError.*valid boolean"),
+    ({"tools": [], "nextCursor": 2}, "tools/list", r"nextCursor.*valid string"),
+    ({"tools": {"name": "echo"}}, "tools/list", r"tools.*valid list"),
+])
+def test_rejects_wrong_field_type_without_coercing(result, method, where):
+    with pytest.raises(AssertionError, match=where):
+        validate_result(result, method)
+
+
+@pytest.mark.parametrize(("result", "method", "where"), [
+    ({"tools": [{"name": "echo", "input_schema": {"type": "object"}}]}, "tools/list", r"inputSchema.*required"),
+    ({"isError": False}, "tools/call", r"content.*required"),
+    ({"protocolVersion": "2025-11-25", "capabilities": {}}, "initialize", r"serverInfo.*required"),
+])
+def test_rejects_missing_required_field(result, method, where):
+    # input_schema: a field is known only by its wire name, never the model's Python name
+    with pytest.raises(AssertionError, match=where):
+        validate_result(result, method)
+
+
+def test_rejects_bad_envelopes():
+    with pytest.raises(AssertionError, match=r"JSONRPCResultResponse.*id"):
+        validate_message({"jsonrpc": "2.0", "id": 1.5, "result": {}})
+    with pytest.raises(AssertionError, match=r"JSONRPCErrorResponse.*error\.code"):
+        validate_message({"jsonrpc": "2.0", "id": 1, "error": {"code": "-32601", "message": "nope"}})
+    with pytest.raises(AssertionError, match=r"jsonrpc"):
+        validate_message({"jsonrpc": "1.0", "id": 1, "method": "no/such"})
+    assert validate_message({"jsonrpc": "2.0", "id": 1, "method": "no/such"}) == "JSONRPCRequest"
+
+
+def test_accepts_valid_messages_of_both_eras():
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+    assert validate_message(progress) == "ProgressNotification"
+    assert validate_message(result({}), method="ping", version="2025-03-26") == "EmptyResult"
+    validate({"name": "echo", "inputSchema": {"type": "object"}}, "Tool")
+    # 2026-07-28: list results are cacheable and every result says its resultType.
+    listed = {"tools": [TOOL], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert validate_result(listed, "tools/list", "2026-07-28") == "ListToolsResult"
+    with pytest.raises(AssertionError, match=r"ListToolsResult \(2026-07-28\).*cacheScope.*required"):
+        validate_result({"tools": [TOOL]}, "tools/list", "2026-07-28")
+    assert result_type("tools/call", "2026-07-28") == "CallToolResult"
+    more = {"resultType": "input_required", "requestState": "s1"}
+    assert validate_result(more, "tools/call", "2026-07-28") == "InputRequiredResult"
+    with pytest.raises(AssertionError, match="unknown protocol version"):
+        validate_result({}, "ping", "2099-01-01")

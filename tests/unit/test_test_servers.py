@@ -13,7 +13,8 @@ import anyio
 import orjson
 import pytest
 
-from tests.support import PYTHON, ROOT, free_port, wait_until
+from tests.support import PYTHON, ROOT, wait_until
+from tests.support.ports import announced_port
 from tests.support.schema import validate_message
 
 TIMEOUT = 10.0
@@ -289,6 +290,7 @@ async def _exercise_demo(client) -> None:
     assert "bees" in prompt.messages[0].content.text
 
 
+@pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_fastmcp_demo_stdio_and_http(spawn):
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
@@ -299,20 +301,11 @@ def test_fastmcp_demo_stdio_and_http(spawn):
             await _exercise_demo(client)
 
     anyio.run(over_stdio)
-    port = free_port()
-    spawn("fastmcp_demo", "--http", str(port))
+    demo = spawn("fastmcp_demo", "--http", "0")  # any free port, announced on stderr: no race for it
+    port = wait_until(lambda: announced_port(demo.stderr), timeout=20, message="fastmcp_demo HTTP port")
 
     async def over_http():
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
             await _exercise_demo(client)
 
-    def listening():
-        import socket
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            return False
-
-    wait_until(listening, timeout=20, message="fastmcp_demo HTTP port")
     anyio.run(over_http)
