@@ -23,7 +23,7 @@ def encode(message: dict | list) -> bytes:
     return orjson.dumps(message)
 
 
-def decode(data: bytes | str) -> Any:
+def decode(data: bytes | bytearray | str) -> Any:
     """Parse one message; raises ValueError (orjson.JSONDecodeError) on bad JSON."""
     return orjson.loads(data)
 

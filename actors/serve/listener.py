@@ -113,7 +113,7 @@ def _never_full() -> bool:
 
 def _refuse(sock) -> None:
     try:
-        with gevent.Timeout(REFUSE_LINGER_S, False):
+        with gevent.Timeout(REFUSE_LINGER_S, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
             sock.sendall(_REFUSAL)
             sock.shutdown(socket.SHUT_WR)
             # Read what the client sent before closing: closing with unread data sends a reset,

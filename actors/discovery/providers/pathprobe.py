@@ -157,7 +157,7 @@ def _run_help_in(path: str, timeout: float, env: dict, cwd: str) -> tuple[int | 
     try:
         fd = proc.stdout.fileno()
         gevent.os.make_nonblocking(fd)
-        with gevent.Timeout(timeout, False):
+        with gevent.Timeout(timeout, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
             while len(out) < MAX_HELP_BYTES:
                 chunk = gevent.os.nb_read(fd, READ_CHUNK)
                 if not chunk:
