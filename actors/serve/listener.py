@@ -88,6 +88,8 @@ class FrontServer(WSGIServer):
     with SSE streams holding slots, may be never.
     """
 
+    pool: Pool  # always set: __init__ passes spawn=Pool(max_connections)
+
     def __init__(self, listener, application, *, max_connections: int, header_timeout: float, **kwargs):
         self.header_timeout = header_timeout
         self.max_connections = max_connections
