@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar, overload
 
 from . import redact
 from .configfile import ConfigError, Located, read
@@ -26,6 +26,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # serve.allowed_hosts / allowed_origins are compared for equality: no wildcards, no paths.
 _ALLOWED_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
 _ALLOWED_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?/?$")
+_T = TypeVar("_T")
 
 
 # HTTP front limits (serve.*): what one troupe holds open for its downstream clients.
@@ -175,6 +176,13 @@ class _Checker:
 
     def fail(self, path: str, message: str) -> None:
         self.problems.append(f"{self.loc.where(path)}: {path or '(top)'}: {message}")
+
+    @overload
+    def typed(self, data: Mapping, key: str, path: str, kind: type[_T], default: _T) -> _T: ...
+    @overload
+    def typed(self, data: Mapping, key: str, path: str, kind: type[_T], default: None = None) -> _T | None: ...
+    @overload
+    def typed(self, data: Mapping, key: str, path: str, kind: tuple[type, ...], default: Any = None) -> Any: ...
 
     def typed(self, data: Mapping, key: str, path: str, kind, default=None):
         if key not in data or data[key] is None:

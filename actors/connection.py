@@ -19,7 +19,7 @@ from .subscriptions import UpstreamSubscriptions
 from .policy import HUNG_AFTER_TIMEOUTS
 from .protocol import jsonrpc, mcp
 from .stats import LogBudget, ServerStats
-from .transports.base import TransportError, TransportGarbage
+from .transports.base import Transport, TransportError, TransportGarbage
 
 INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
 DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
@@ -30,16 +30,19 @@ CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits th
 RELAYED = mcp.RELAYED_REQUESTS
 
 
-def make_transport(config: ServerConfig, on_message, on_closed):
+def make_transport(config: ServerConfig, on_message, on_closed) -> Transport:
     """The transport a server's config asks for (imported lazily: HTTP pulls in requests)."""
     if config.transport == "stdio":
         from .transports.stdio import StdioTransport
+        assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
         return StdioTransport(config.name, config.stdio, on_message, on_closed,
                               max_message_bytes=config.max_message_bytes, write_timeout=config.timeout)
     if config.transport == "sse":
         from .transports.sse import SseTransport
+        assert config.http is not None  # config.py gives every HTTP server its HttpSpec
         return SseTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
     from .transports.streamable_http import StreamableHttpTransport
+    assert config.http is not None
     return StreamableHttpTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
 
 
@@ -74,7 +77,7 @@ class Connection(Listing, pykka.ThreadingActor):
 
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
                  registry: pykka.ActorRef, *,
-                 transport_factory=make_transport, client_capabilities: dict | None = None,
+                 transport_factory: Callable[..., Transport] = make_transport, client_capabilities: dict | None = None,
                  bus=None, route_server_request=None, log_level: str | None = None,
                  hung_after: int = HUNG_AFTER_TIMEOUTS) -> None:
         super().__init__()
@@ -260,6 +263,7 @@ class Connection(Listing, pykka.ThreadingActor):
         timer = gevent.spawn_later(timeout, self._tell, RequestTimedOut(rid))
         self._pending[rid] = _Pending(method, on_reply, timer, time.perf_counter(), timeout, counted,
                                       on_progress, origin, origin_request)
+        assert self.transport is not None  # set in on_start before any request: only a ready server gets calls
         try:
             self.transport.send(jsonrpc.request(rid, method, params))
         except TransportError as exc:
@@ -343,6 +347,7 @@ class Connection(Listing, pykka.ThreadingActor):
             self._next_in_line()
 
     def _send(self, message: dict) -> None:
+        assert self.transport is not None  # sends answer the server or follow a request: it was opened
         try:
             self.transport.send(message)
         except TransportError as exc:
@@ -444,7 +449,7 @@ class Connection(Listing, pykka.ThreadingActor):
         if not isinstance(params, dict):
             params = {}
         if method == "notifications/progress":
-            token = params.get("progressToken")
+            token: Any = params.get("progressToken")
             pending = self._pending.get(token) if _usable_id(token) else None
             if pending is not None and pending.on_progress is not None:
                 pending.on_progress(params)

@@ -179,6 +179,7 @@ class Troupe:
         if not answer.ready():
             raise TimeoutError(f"troupe: no answer to {method} within {timeout:g}s")
         reply = answer.get()
+        assert reply is not None  # set with an answer or _STOPPED, never empty
         if reply is _STOPPED:
             raise RuntimeError(f"this troupe handle was stopped during {method}")
         if "error" in reply:

@@ -2,9 +2,18 @@
 re-read on list_changed, published to the registry."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .messages import ConnectionCounts, ConnectionReady, PublishServer, UpstreamError
 from .protocol import jsonrpc, mcp
 from .trust.provenance import identity_key as trust_identity
+
+if TYPE_CHECKING:
+    import pykka
+    from loguru import Logger
+
+    from .config import ServerConfig
+    from .transports.base import Transport
 
 MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
 
@@ -12,6 +21,29 @@ MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
 class Listing:
     """Mixed into Connection: uses its config, transport, capabilities, _lists, _listing,
     _ready, _failed, _request, _send, _fail, registry and supervisor."""
+
+    if TYPE_CHECKING:  # provided by Connection
+        config: ServerConfig
+        generation: int
+        supervisor: pykka.ActorRef
+        registry: pykka.ActorRef
+        log: Logger
+        log_level: str | None
+        transport: Transport | None
+        capabilities: dict
+        server_info: dict
+        protocol_version: str
+        _lists: dict[str, tuple]
+        _listing: set[str]
+        _ready: bool
+        _failed: bool
+
+        def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
+                     on_progress=None, origin=None, origin_request=None) -> None: ...
+        def _send(self, message: dict) -> None: ...
+        def _fail(self, reason: str) -> None: ...
+        def _set_log_level(self, level: str) -> None: ...
+        def describe(self) -> dict: ...
 
     def _initialized(self, outcome) -> None:
         if isinstance(outcome, UpstreamError):
@@ -24,6 +56,7 @@ class Listing:
         self.protocol_version = version
         self.capabilities = outcome.get("capabilities") or {}
         self.server_info = outcome.get("serverInfo") or {}
+        assert self.transport is not None  # opened in on_start before initialize was sent
         self.transport.set_protocol_version(version)
         self._send(jsonrpc.notification("notifications/initialized"))
         self._list(tuple(mcp.LIST_METHODS))

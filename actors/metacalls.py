@@ -2,14 +2,28 @@
 the others answer from the catalogue snapshot (metatools.handle)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import coretools, metatools
 from .catalogue import Catalogue
 from .protocol import jsonrpc
 from .replies import prompt_as_tool, resource_as_tool
 
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
 
 class MetaCalls:
     """Mixed into Session: uses its rt, _starting_up, _defer, _call and _forward."""
+
+    if TYPE_CHECKING:  # provided by Session
+        rt: Runtime
+
+        def _starting_up(self) -> bool: ...
+        def _defer(self, msg, sink) -> None: ...
+        def _call(self, rid, entry, args, params, sink) -> None: ...
+        def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
+                     retry: bool | None = None) -> None: ...
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
         if name != "list_core_tools" and name != "call_tool" and self._starting_up():

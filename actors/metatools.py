@@ -105,7 +105,7 @@ def _index(cat: Catalogue) -> Index:
 def example_arguments(schema: dict) -> dict:
     """A plausible arguments object from a schema's required properties (for describe_tool)."""
     props = (schema or {}).get("properties") or {}
-    samples = {"string": "text", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    samples: dict[Any, Any] = {"string": "text", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
     out = {}
     for key in (schema or {}).get("required") or list(props)[:2]:
         prop = props.get(key) or {}

@@ -49,7 +49,7 @@ class Registry(pykka.ThreadingActor):
         self.box, self.bus, self.separator = box, bus, separator
         self.trust, self.keeper = trust_box or TrustBox(), keeper
         self._published: dict[str, tuple] = {}  # server → (PublishServer as listed, its digests)
-        self._first_sight: dict[str, object] = {}  # identity → pins told to the keeper, until its snapshot has them
+        self._first_sight: dict[str, Pinned] = {}  # identity → pins told to the keeper, until its snapshot has them
         self._lists: dict[str, ServerLists] = {}
         self._changed: set[str] = set()
         self._flush_timer: gevent.Greenlet | None = None
@@ -100,6 +100,7 @@ class Registry(pykka.ThreadingActor):
         return _diff(old, new)
 
     def _tell_keeper(self, message) -> None:
+        assert self.keeper is not None  # Runtime.start gives the registry its keeper
         try:
             self.keeper.tell(message)
         except pykka.ActorDeadError:

@@ -2,6 +2,9 @@
 resource subscriptions, logging and completion."""
 from __future__ import annotations
 
+import itertools
+from typing import TYPE_CHECKING, Any, Callable, cast
+
 import pykka
 from loguru import logger
 
@@ -9,6 +12,10 @@ from .events import ServerLogged
 from .messages import Forward, ServerRequest, UpstreamError
 from .protocol import jsonrpc, mcp
 from .replies import ignore, passthrough
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+    from .session import _Call
 
 LOG_LEVELS = mcp.LOG_LEVELS
 # The client capability each relayed server→client request needs.
@@ -18,8 +25,23 @@ NEEDS = mcp.RELAYED_REQUESTS
 class RelayHandlers:
     """Mixed into Session: uses its rt, key, notify, client_caps, _inflight, _outgoing, _forward."""
 
+    if TYPE_CHECKING:  # provided by Session
+        rt: Runtime
+        key: str
+        notify: Callable[[dict], Any] | None
+        client_caps: dict
+        log_level: str | None
+        actor_ref: pykka.ActorRef
+        _inflight: dict[Any, _Call]
+        _outgoing: dict[str, tuple]
+        _outgoing_ids: itertools.count
+        _subscribed: dict[tuple[str, str], str]
+
+        def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
+                     retry: bool | None = None) -> None: ...
+
     def _client_response(self, msg: dict) -> None:
-        entry = self._outgoing.pop(msg.get("id"), None) if isinstance(msg.get("id"), (str, int)) else None
+        entry = self._outgoing.pop(cast(Any, msg.get("id")), None) if isinstance(msg.get("id"), (str, int)) else None
         if entry is None:
             logger.debug("session {}: response to unknown request {!r} dropped", self.key, msg.get("id"))
             return
@@ -130,7 +152,7 @@ class RelayHandlers:
         cat = self.rt.catalogue()
         target = None
         if isinstance(ref, dict) and ref.get("type") == "ref/prompt":
-            entry = cat.prompt(ref.get("name")) if isinstance(ref.get("name"), str) else None
+            entry = cat.prompt(cast(str, ref.get("name"))) if isinstance(ref.get("name"), str) else None
             if entry is not None:
                 target = (entry.server, {**params, "ref": {**ref, "name": entry.original}})
         elif isinstance(ref, dict) and ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from . import metatools
 from .messages import UpstreamError
@@ -25,7 +26,7 @@ def page(items: list, params: dict, key: str, version: int) -> dict:
         if offset < 0 or offset > len(items) or cursor_version > version:
             raise BadCursor(f"invalid cursor {cursor!r}")
     page = items[offset:offset + PAGE_SIZE]
-    out = {key: page}
+    out: dict[str, Any] = {key: page}
     if offset + PAGE_SIZE < len(items):
         out["nextCursor"] = base64.urlsafe_b64encode(f"{version}:{offset + PAGE_SIZE}".encode()).decode()
     return out

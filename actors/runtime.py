@@ -83,6 +83,7 @@ class Runtime:
             logger.warning("discovery unavailable: {}", exc)
             return
         supervisor = self.supervisor
+        assert supervisor is not None and self.bus is not None and self.keeper is not None  # start() set them
         reserved = frozenset(s.name for s in self.config.servers)
 
         def on_services(changed) -> None:
@@ -232,9 +233,11 @@ class Runtime:
         return self._ask(self.supervisor, lambda f: ApplyServers(servers, source, f))
 
     def set_url(self, url: str) -> None:
+        assert self.supervisor is not None  # the front learns its URL after start()
         self.supervisor.tell(SetUrl(url))
 
     def events(self, limit: int = 100) -> list:
+        assert self.bus is not None  # asked by a front or the embedded handle, after start()
         return [e.to_json() for e in self.bus.history(limit)]
 
     def _discovery_ask(self, make) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from typing import cast
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -22,7 +23,7 @@ class Index:
         self.size = len(docs)
         bags, lengths = [], []
         for name, desc in docs:
-            bag: Counter = Counter()
+            bag = cast("dict[str, float]", Counter())  # float weights: the stub says Counter counts ints
             for t in tokens(name):
                 bag[t] += NAME_WEIGHT
             for t in tokens(desc):

@@ -36,7 +36,7 @@ class _Call:
 
     def __init__(self, server, sink, shape, token, ref, retry):
         self.server, self.sink, self.shape, self.token, self.ref, self.retry = server, sink, shape, token, ref, retry
-        self.timer = None
+        self.timer: gevent.Greenlet | None = None
 
 
 class _Deferred:
@@ -84,9 +84,11 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
+        assert self.rt.bus is not None  # sessions start on a started runtime, whose bus stays
         self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated"))
 
     def on_stop(self) -> None:
+        assert self.rt.bus is not None  # set before on_start, never cleared
         self.rt.bus.unsubscribe(self.key)
         outgoing, self._outgoing = self._outgoing, {}
         for on_reply, server, _ in outgoing.values():  # the upstream must not wait for a gone client

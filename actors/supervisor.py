@@ -292,6 +292,7 @@ class Supervisor(pykka.ThreadingActor):
             return
         now = time.time()
         was_up = child.state in CALLABLE_STATES
+        assert child.ref is not None  # _current returns only a child with a live ref
         child.ref.stop(block=False)
         child.ref = None
         # Its tools stay listed: a call while it restarts gets an error naming it and its

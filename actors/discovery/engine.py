@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import gevent
 import pykka
@@ -120,7 +120,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
         self._which = which_on(self.settings.path_search)
         self._store = open_store(self.settings.store, self.settings.store_path, self.settings.home)
         self._store_label = f"store:{self._store.kind}" + (
-            f":{self._store.path}" if hasattr(self._store, "path") else "")
+            f":{cast(Any, self._store).path}" if hasattr(self._store, "path") else "")  # SqliteStore only
         self._registered: dict[str, ServiceRecord] = {}
         for name, entry in self._store.registrations().items():
             try:

@@ -36,8 +36,10 @@ def make_transport(config: ServerConfig, on_message, on_closed, timeout: float):
     log = logger.bind(server=config.name)
     if config.transport == "stdio":
         from ..transports.stdio import StdioTransport
+        assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
         return StdioTransport(config.name, config.stdio, on_message, on_closed, log=log)
     connect = min(CONNECT_TIMEOUT, timeout)
+    assert config.http is not None  # config.py gives every HTTP server its HttpSpec
     if config.transport == "sse":
         from ..transports.sse import SseTransport
         return SseTransport(config.name, config.http.url, dict(config.http.headers), on_message, on_closed,

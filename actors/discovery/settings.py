@@ -4,12 +4,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar, overload
 
 from loguru import logger
 
 from .sources import FILE_PROVIDERS, MAX_FILE_BYTES
 
+_T = TypeVar("_T")
 PATH_PROVIDER = "path"
 ALL_PROVIDERS = (*FILE_PROVIDERS, PATH_PROVIDER)
 STORES = ("memory", "sqlite")
@@ -87,6 +88,11 @@ class _Reader:
             if key not in allowed:  # warn, not fail: a newer config must not stop an older troupe
                 logger.warning("{}.{}: unknown discovery setting, ignored", path, key)
         self.data, self.path = data, path
+
+    @overload
+    def get(self, key: str, kind: type[_T], default: _T) -> _T: ...
+    @overload
+    def get(self, key: str, kind: type[_T], default: None) -> _T | None: ...
 
     def get(self, key: str, kind, default):
         value = self.data.get(key)

@@ -18,12 +18,12 @@ REQUEST_TIMEOUT = -32001
 SERVER_UNAVAILABLE = -32000
 
 
-def encode(message: dict) -> bytes:
+def encode(message: dict | list) -> bytes:
     """One message as compact JSON bytes, no newline."""
     return orjson.dumps(message)
 
 
-def decode(data: bytes | str) -> Any:
+def decode(data: bytes | bytearray | str) -> Any:
     """Parse one message; raises ValueError (orjson.JSONDecodeError) on bad JSON."""
     return orjson.loads(data)
 
@@ -48,7 +48,7 @@ def request(id_: Any, method: str, params: dict | None = None) -> dict:
 
 
 def notification(method: str, params: dict | None = None) -> dict:
-    msg = {"jsonrpc": "2.0", "method": method}
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         msg["params"] = params
     return msg

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from typing import Any, Callable
 
 import gevent.queue
 import orjson
@@ -27,8 +28,8 @@ class App:
         self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host, bound_port)
         self.mcp = McpHttp(runtime)
         self.front: FrontServer | None = None  # set by listen(); None when a host's server serves us
-        self.extra_routes: dict[tuple[str, str], object] = {}
-        self.prefix_routes: list[tuple[str, str, object]] = []  # (method, path prefix, handler)
+        self.extra_routes: dict[tuple[str, str], Callable[[dict], Any]] = {}
+        self.prefix_routes: list[tuple[str, str, Callable[[dict], Any]]] = []  # (method, path prefix, handler)
         metrics.install(self)
         dashboard.install(self)
         approvals.install(self)

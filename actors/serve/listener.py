@@ -88,6 +88,8 @@ class FrontServer(WSGIServer):
     with SSE streams holding slots, may be never.
     """
 
+    pool: Pool  # always set: __init__ passes spawn=Pool(max_connections)
+
     def __init__(self, listener, application, *, max_connections: int, header_timeout: float, **kwargs):
         self.header_timeout = header_timeout
         self.max_connections = max_connections
@@ -113,7 +115,7 @@ def _never_full() -> bool:
 
 def _refuse(sock) -> None:
     try:
-        with gevent.Timeout(REFUSE_LINGER_S, False):
+        with gevent.Timeout(REFUSE_LINGER_S, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
             sock.sendall(_REFUSAL)
             sock.shutdown(socket.SHUT_WR)
             # Read what the client sent before closing: closing with unread data sends a reset,

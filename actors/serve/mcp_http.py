@@ -83,6 +83,7 @@ class McpHttp:
         if taken is None:
             return self._full(msg["id"]) if created else _gone(msg["id"])
         hs, replies = taken
+        assert replies is not None  # open(legacy=False) and acquire both give a reply queue
         headers = [("Mcp-Session-Id", hs.id)]
         self._send(hs, msg, replies.put)  # a dead session answers through `replies` too
         if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
@@ -165,6 +166,7 @@ class McpHttp:
             return self._full(legacy=True)
         hs, _ = taken
         stream = hs.stream
+        assert stream is not None  # open(legacy=True) has just given it its stream
         prefix = environ.get("SCRIPT_NAME", "")
         endpoint = sse.event(f"{prefix}/messages?session_id={hs.id}", name="endpoint")
         return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], \

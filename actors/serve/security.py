@@ -65,7 +65,7 @@ class Guard:
         self.token = serve_config.auth_token
         self.bound_port = bound_port
         self.allowed_origins = frozenset(_origin(o) for o in serve_config.allowed_origins)
-        names = set(LOOPBACK_NAMES)
+        names: set[str] = set(LOOPBACK_NAMES)
         bound = bracketed(bound_host or "")
         if bound not in WILDCARD_BINDS:
             names.add(bound)  # the address troupe bound itself (an IP literal cannot be rebound)

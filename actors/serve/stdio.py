@@ -49,7 +49,7 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     # what troupe may advertise upstream (sampling, elicitation, roots), so the upstream
     # connections start once it is read (or after a short wait for a silent client).
     first = None
-    with gevent.Timeout(FIRST_MESSAGE_WAIT, False):
+    with gevent.Timeout(FIRST_MESSAGE_WAIT, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
         first = inp.readline(MAX_LINE + 1)
     runtime.set_upstream_capabilities(_capabilities_of(first))
     runtime.start()

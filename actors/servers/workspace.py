@@ -11,6 +11,7 @@ import sys
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import cast
 from urllib.parse import unquote_to_bytes, urlparse
 
 import orjson
@@ -129,7 +130,7 @@ def _check_args(name: str, args: dict) -> dict:
         if kind == "integer" and not spec.get("minimum", value) <= value <= spec.get("maximum", value):
             bounds = f"at least {spec['minimum']}" + (f" and at most {spec['maximum']}" if "maximum" in spec else "")
             raise ToolError(f"argument '{key}' must be {bounds}, got {value}")
-        if kind == "string" and len(value) < spec.get("minLength", 0):
+        if kind == "string" and len(cast(str, value)) < spec.get("minLength", 0):  # ok: it is a str
             raise ToolError(f"argument '{key}' must not be empty")
         out[key] = value
     return out

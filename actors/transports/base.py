@@ -53,3 +53,4 @@ class Transport(Protocol):
 
     def describe(self) -> dict:
         """Safe facts for the status report: {"pid": ...} or {"url": ...}; never secrets."""
+        ...

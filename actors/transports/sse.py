@@ -326,6 +326,7 @@ class SseTransport(HttpTransportBase):
         except TransportError:
             self._release()
             raise
+        assert self._endpoint is not None  # _ready is only ever set to a resolved endpoint
         self._log.debug("SSE session open, posting to {}", redact_url(self._endpoint))
 
     def send(self, message: dict) -> None:
@@ -389,6 +390,7 @@ class SseTransport(HttpTransportBase):
         return endpoint
 
     def _dispatch(self, message: dict) -> None:
+        assert self._endpoint is not None  # send() queues nothing before open() set it
         headers = {**self._headers, "Content-Type": JSON_MEDIA_TYPE}
         try:
             resp = self._http.post(self._endpoint, data=jsonrpc.encode(message), headers=headers,

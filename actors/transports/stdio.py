@@ -88,6 +88,7 @@ class StdioTransport:
                 start_new_session=True, bufsize=-1)
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot start {self.spec.command!r}: {exc}") from None
+        assert self._proc.stdin is not None and self._proc.stdout is not None  # both PIPE
         os.set_blocking(self._proc.stdin.fileno(), False)
         os.set_blocking(self._proc.stdout.fileno(), False)
         self._readers = [gevent.spawn(self._read_stdout), gevent.spawn(self._drain_stderr)]
@@ -150,6 +151,7 @@ class StdioTransport:
     # -- writer (a greenlet; the only one that touches stdin)
 
     def _write_stdin(self) -> None:
+        assert self._proc is not None and self._proc.stdin is not None  # spawned by open() after Popen
         fd = self._proc.stdin.fileno()
         while True:
             if not self._outbox:
@@ -185,6 +187,7 @@ class StdioTransport:
         self._report_closed(reason)
 
     def _exit_reason(self) -> str | None:
+        assert self._proc is not None  # only the writer asks, which open() started after Popen
         try:
             code = self._proc.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
@@ -195,6 +198,7 @@ class StdioTransport:
 
     def _read_stdout(self) -> None:
         proc = self._proc
+        assert proc is not None and proc.stdout is not None  # spawned by open() after Popen
         fd = proc.stdout.fileno()
         reason = "stdout closed"
         try:
@@ -273,7 +277,9 @@ class StdioTransport:
 
     def _drain_stderr(self) -> None:
         # An undrained stderr pipe deadlocks a chatty child; read it all, log a little.
+        assert self._proc is not None  # spawned by open() after Popen
         stderr = self._proc.stderr
+        assert stderr is not None  # Popen(stderr=PIPE)
         budget, window, lines = STDERR_LOG_LINES_PER_SEC, 0.0, 0
         try:
             while True:

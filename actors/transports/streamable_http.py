@@ -236,7 +236,7 @@ class StreamableHttpTransport(HttpTransportBase):
                     answered = True
                     break
             if answered:
-                with gevent.Timeout(POST_STREAM_TAIL, False):
+                with gevent.Timeout(POST_STREAM_TAIL, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
                     for event in events:
                         self._take(event, cursor, None)
         except Exception as exc:  # the link broke mid-stream; the caller decides about resuming
@@ -324,7 +324,7 @@ class StreamableHttpTransport(HttpTransportBase):
             return  # no session, or the server already forgot it
         headers = self._session_headers(dict(self._headers))
         # Swallowing form: a slow DNS lookup or server cannot hold close() past its bound.
-        with gevent.Timeout(DELETE_TIMEOUT, False):
+        with gevent.Timeout(DELETE_TIMEOUT, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
             try:
                 resp = self._http.delete(self.url, headers=headers, timeout=(DELETE_TIMEOUT, DELETE_TIMEOUT))
                 resp.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import gevent
 import pykka
@@ -58,9 +59,9 @@ class TrustKeeper(pykka.ThreadingActor):
         self._version = 0
         self._watchers: list[pykka.ActorRef] = []
         self._poller: gevent.Greenlet | None = None
-        self._queued: dict[tuple, object] = {}  # (what, identity) → change(data), written at the next flush
+        self._queued: dict[tuple, Callable[[Any], Any]] = {}  # (what, identity) → change(data), written at the next flush
         self._flush_timer: gevent.Greenlet | None = None
-        self._unwritten: dict[str, object] = {}  # identity → withheld set queued, not yet in the snapshot
+        self._unwritten: dict[str, Mapping] = {}  # identity → withheld set queued, not yet in the snapshot
         self._announce: list = []  # ToolDefinitionChanged events of the queued changes
 
     def on_start(self) -> None:
@@ -124,6 +125,7 @@ class TrustKeeper(pykka.ThreadingActor):
         except Exception:
             pass  # logged by _write; the registry keeps screening with what it told us
         for event in events if self.bus is not None else ():
+            assert self.bus is not None  # the loop runs only with a bus
             self.bus.publish(event)
 
     def _reload(self) -> None:

@@ -152,12 +152,13 @@ def _run_help_in(path: str, timeout: float, env: dict, cwd: str) -> tuple[int | 
     proc = subprocess.Popen([path, *HELP_ARGS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
                             close_fds=True)
+    assert proc.stdout is not None  # stdout=PIPE
     out = bytearray()
     deadline = time.monotonic() + timeout
     try:
         fd = proc.stdout.fileno()
         gevent.os.make_nonblocking(fd)
-        with gevent.Timeout(timeout, False):
+        with gevent.Timeout(timeout, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
             while len(out) < MAX_HELP_BYTES:
                 chunk = gevent.os.nb_read(fd, READ_CHUNK)
                 if not chunk:
@@ -207,6 +208,7 @@ class PathProbeProvider(ProviderActor):
 
     def _check(self, cand: Candidate, env: dict) -> tuple[Candidate, bool, str | None]:
         """(candidate, mentions MCP, problem or None); cached per binary version."""
+        assert self._uid is not None  # candidates come from trusted_dirs, empty without geteuid
         why = unsafe_binary(cand, self._uid)
         if why:
             return cand, False, why
