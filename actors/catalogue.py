@@ -153,7 +153,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
             withheld[(kind, qualified)] = Withheld(qualified, server, original, kind)
         for tpl in sl.templates:
             if isinstance(tpl.get("uriTemplate"), str):
-                templates.append(ResourceEntry(tpl["uriTemplate"], server, tpl["uriTemplate"], MappingProxyType(dict(tpl))))
+                uri_template = tpl["uriTemplate"]
+                templates.append(ResourceEntry(uri_template, server, uri_template, MappingProxyType(dict(tpl))))
     for line in collisions:
         logger.warning("name collision: {}", line)
     tools = tuple(tool_index.values())

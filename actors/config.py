@@ -366,7 +366,8 @@ def _http(spec: Any, path: str, check: _Checker, builtins) -> HttpSpec | None:
     if not url or not re.match(r"^https?://", url):
         check.fail(f"{path}.url", "must be an http:// or https:// URL")
         return None
-    return HttpSpec(expand(url, builtins), MappingProxyType(_str_map(spec.get("headers"), f"{path}.headers", check, builtins)))
+    headers = _str_map(spec.get("headers"), f"{path}.headers", check, builtins)
+    return HttpSpec(expand(url, builtins), MappingProxyType(headers))
 
 
 def _claude_servers(data: dict, check: _Checker, builtins, base: Path) -> list[ServerConfig]:
@@ -446,7 +447,8 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
     return ServeConfig(
         transport=transport, mode=mode, separator=sep, host=check.typed(data, "host", "serve", str, "127.0.0.1"),
         port=port, auth_token=token,
-        allowed_origins=_allowed(data, "allowed_origins", _ALLOWED_ORIGIN, "an origin like http://localhost:3000", check),
+        allowed_origins=_allowed(data, "allowed_origins", _ALLOWED_ORIGIN, "an origin like http://localhost:3000",
+                                 check),
         allowed_hosts=_allowed(data, "allowed_hosts", _ALLOWED_HOST, "a host name, optionally :port", check),
         startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0),
         json_response=check.typed(data, "json_response", "serve", bool, False),

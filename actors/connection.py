@@ -506,7 +506,7 @@ class Connection(Listing, pykka.ThreadingActor):
         for timer, _session in relayed.values():
             timer.kill(block=False)
         pending, self._pending = self._pending, {}
-        for rid, p in pending.items():
+        for p in pending.values():
             if p.timer is not None:
                 p.timer.kill(block=False)
             if p.counted:

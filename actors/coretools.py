@@ -20,7 +20,8 @@ CORE_TOOLS = (
     _tool("core_mcpserver_register", "Propose an MCP server to troupe (persisted). It is not started: it waits "
           "in state pending-approval until the operator runs `troupe approve NAME`. "
           "Give a name plus either command/args/env (stdio) or url/type/headers (http).",
-          {"name": {"type": "string"}, "command": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}},
+          {"name": {"type": "string"}, "command": {"type": "string"},
+           "args": {"type": "array", "items": {"type": "string"}},
            "env": {"type": "object", "additionalProperties": {"type": "string"}}, "url": {"type": "string"},
            "type": {"type": "string", "enum": ["stdio", "sse", "http", "streamable-http"]},
            "headers": {"type": "object", "additionalProperties": {"type": "string"}}}, ("name",), read_only=False),

@@ -19,8 +19,8 @@ TRUST_COMMANDS = ("approvals", "approve", "deny")
 
 def _serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="troupe", description="troupe: one MCP endpoint for all your MCP servers.",
-                                epilog="Other commands: troupe status | check CONFIG | discover | approvals | approve NAME | "
-                                       "deny NAME  (each has --help)")
+                                epilog="Other commands: troupe status | check CONFIG | discover | approvals | "
+                                       "approve NAME | deny NAME  (each has --help)")
     p.add_argument("--config", help="YAML config or a Claude-style mcpServers JSON file (default: embedded)")
     p.add_argument("--transport", choices=config_mod.SERVE_TRANSPORTS, help="serve over stdio or http")
     p.add_argument("--mode", choices=config_mod.MODES, help="meta: meta-tools only; flat: every tool")

@@ -14,7 +14,8 @@ from .search import Index
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
-_PAGE = {"limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": f"Page size (default {DEFAULT_LIMIT})."},
+_PAGE = {"limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                   "description": f"Page size (default {DEFAULT_LIMIT})."},
          "offset": {"type": "integer", "minimum": 0, "description": "Entries to skip (default 0)."}}
 
 
@@ -28,7 +29,8 @@ def _tool(name: str, description: str, properties: dict, required: tuple = (), r
 META_TOOLS = (
     _tool("list_tools", "List the tools of every connected MCP server (name, server, description), a page at a time. "
           "Returns JSON with tools, total, limit, offset and truncated.", dict(_PAGE)),
-    _tool("describe_tool", "Show one tool's full definition: description, input schema and an example call_tool invocation.",
+    _tool("describe_tool", "Show one tool's full definition: description, input schema and an example "
+          "call_tool invocation.",
           {"name": {"type": "string", "description": "Qualified tool name from list_tools."}}, ("name",)),
     _tool("filter_tools", "Find tools by relevance to a query (words matched in names and descriptions), "
           "or by a name glob pattern and/or server. Returns JSON like list_tools, best match first.",
@@ -105,7 +107,8 @@ def _index(cat: Catalogue) -> Index:
 def example_arguments(schema: dict) -> dict:
     """A plausible arguments object from a schema's required properties (for describe_tool)."""
     props = (schema or {}).get("properties") or {}
-    samples: dict[Any, Any] = {"string": "text", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    samples: dict[Any, Any] = {"string": "text", "integer": 1, "number": 1.5, "boolean": True, "array": [],
+                               "object": {}}
     out = {}
     for key in (schema or {}).get("required") or list(props)[:2]:
         prop = props.get(key) or {}

@@ -15,7 +15,8 @@ from . import __version__
 from .bus import BusClient
 from .config import ServerConfig
 from .connection import Connection, make_transport
-from .events import CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted, ServerStateChanged, StartupSettled
+from .events import (CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted, ServerStateChanged,
+                     StartupSettled)
 from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                        ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
 from .policy import ChildSpec, Policy

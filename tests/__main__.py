@@ -1,6 +1,7 @@
 """Run every suite: in-process suites gevent-patched, e2e (asyncio peers) unpatched.
 
 Usage: python -m tests [--quick] [extra pytest args]. Prints one closing line for all runs.
+ruff and pyright run first, each counted as one test.
 Plain, the runs go one after the other with their output streamed: everything, as CI runs it.
 --quick leaves out the tests marked slow (soak, bench, browser, conformance...) and runs at
 once the in-process run and the unit and end-to-end run split in QUICK_SHARDS (their tests
@@ -88,6 +89,24 @@ def _all_at_once(args: list[str], totals: dict) -> list[list[int]]:
     return codes
 
 
+# Static checks the test command runs first, each counted as one test: ruff (ruff.toml)
+# and pyright in basic mode (pyrightconfig.json). A missing tool is a failure, not a skip.
+CHECKS = (("ruff", [sys.executable, "-m", "ruff", "check", "."]),
+          ("pyright (basic)", [sys.executable, "-m", "pyright"]))
+
+
+def _checks(totals: dict) -> int:
+    worst = 0
+    for title, command in CHECKS:
+        print(f"\n===== {title}: {' '.join(command[2:])}", flush=True)
+        proc = subprocess.run(command, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        sys.stdout.write(proc.stdout)
+        key = "passed" if proc.returncode == 0 else "failed"
+        totals[key] += 1
+        worst = worst or proc.returncode
+    return worst
+
+
 def main() -> int:
     args = sys.argv[1:]
     quick = "--quick" in args
@@ -95,8 +114,8 @@ def main() -> int:
         args.remove("--quick")
         args = ["-m", "not slow", *args]  # first, so a -m of the caller's own still wins
     totals = {"passed": 0, "failed": 0, "skipped": 0}
+    worst = _checks(totals)
     codes = _all_at_once(args, totals) if quick else _one_by_one(args, totals)
-    worst = 0
     for run in codes:
         if all(code == NO_TESTS for code in run):  # a suite that must have tests collected none
             totals["failed"] += 1

@@ -59,7 +59,8 @@ class TrustKeeper(pykka.ThreadingActor):
         self._version = 0
         self._watchers: list[pykka.ActorRef] = []
         self._poller: gevent.Greenlet | None = None
-        self._queued: dict[tuple, Callable[[Any], Any]] = {}  # (what, identity) → change(data), written at the next flush
+        # (what, identity) → change(data), written at the next flush
+        self._queued: dict[tuple, Callable[[Any], Any]] = {}
         self._flush_timer: gevent.Greenlet | None = None
         self._unwritten: dict[str, Mapping] = {}  # identity → withheld set queued, not yet in the snapshot
         self._announce: list = []  # ToolDefinitionChanged events of the queued changes

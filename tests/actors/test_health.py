@@ -6,9 +6,7 @@ import time  # noqa: E402
 
 import gevent  # noqa: E402
 import pykka  # noqa: E402
-import pytest
-
-from tests.support.trust import approve_all  # noqa: E402
+import pytest  # noqa: E402
 
 from actors.bus import BusClient, EventBus  # noqa: E402
 from actors.events import StartupSettled  # noqa: E402
@@ -17,6 +15,7 @@ from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import ListServices, RunDiscovery  # noqa: E402
 from actors.discovery.probe import probe  # noqa: E402
 from actors.discovery.health import CheckHealth, GetHealth, HealthChecker, SetServices  # noqa: E402
+from tests.support.trust import approve_all  # noqa: E402
 from tests.support import PYTHON, ROOT, wait_until  # noqa: E402
 from tests.unit.test_discovery_fixtures import build_path, write_json  # noqa: E402
 

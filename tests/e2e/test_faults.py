@@ -176,7 +176,7 @@ def test_sigterm_ignoring_backend_and_grandchild_are_killed_on_restart(make):
     for _ in range(3):
         pid = t.server_status("stubborn")["pid"]
         assert t.call("core_service_restart", {"name": "stubborn"})["result"].get("isError") is None
-        wait_until(lambda: t.server_status("stubborn")["state"] == "ready" and
+        wait_until(lambda pid=pid: t.server_status("stubborn")["state"] == "ready" and
                    t.server_status("stubborn")["pid"] != pid, 15, message="restarted")
     wait_until(lambda: not pid_alive(first) and not pid_alive(grandchild), 10, message="old group gone")
     fds_after = len(os.listdir(f"/proc/{t.proc.pid}/fd"))

@@ -118,7 +118,7 @@ class Troupe:
             except subprocess.TimeoutExpired:
                 self.proc.send_signal(signal.SIGKILL)
                 self.proc.wait()
-                raise AssertionError(f"troupe did not exit within {timeout}s of stdin EOF")
+                raise AssertionError(f"troupe did not exit within {timeout}s of stdin EOF") from None
         return self.proc.returncode
 
 
@@ -197,5 +197,5 @@ class TroupeHttp:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError(f"troupe did not stop within {timeout}s of SIGTERM")
+                raise AssertionError(f"troupe did not stop within {timeout}s of SIGTERM") from None
         return self.proc.returncode
