@@ -17,6 +17,7 @@ from .messages import ApplyServers, ControlServer, GetStatus
 from .protocol import mcp
 from .policy import Policy
 from .registry import CatalogueBox, Registry
+from .tells import tell as _tell
 from .directory import DirectoryBox
 from .supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
 from .trust import ledger
@@ -295,14 +296,6 @@ def route_server_request(request, origin):
                                        f"whose call triggered it has gone"))
         return None
     return origin
-
-
-def _tell(ref, message) -> bool:
-    try:
-        ref.tell(message)
-        return True
-    except pykka.ActorDeadError:
-        return False
 
 
 def waiting(servers, snapshot) -> list[dict]:

@@ -16,6 +16,7 @@ from .protocol import jsonrpc, mcp, validation
 from .forwarding import IDEMPOTENT_METHODS, Retry, progress_relay, retry_when_back
 from .metacalls import MetaCalls
 from .relaying import RelayHandlers
+from .tells import tell as _tell
 from .replies import (BadCursor, page, passthrough, restore_uris,
                       tool_outcome)
 
@@ -458,15 +459,6 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             _kill(call.timer)
         for ref in {call.ref for call in calls}:
             _tell(ref, CancelForward(self.actor_ref, None, reason))
-
-
-def _tell(ref, message) -> bool:
-    """Every tell to another actor is guarded: a dead callee is an outcome, not a crash."""
-    try:
-        ref.tell(message)
-        return True
-    except pykka.ActorDeadError:
-        return False
 
 
 def _kill(timer) -> None:

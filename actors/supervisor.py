@@ -22,6 +22,7 @@ from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, Conne
 from .policy import ChildSpec, Policy
 from .stats import StatsSnapshot
 from .events import ApprovalAwaited
+from .tells import tell as _tell
 from .directory import Directory, DirectoryBox, ServerView
 from .messages import ConnectionRetired, DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
 from .protocol import mcp
@@ -434,13 +435,6 @@ class Supervisor(pykka.ThreadingActor):
                             servers=tuple(self.server_status(c) for c in self.children.values()),
                             version=__version__,
                             retired=MappingProxyType({n: c.retired for n, c in self.children.items()}))
-
-
-def _tell(ref, message) -> None:
-    try:
-        ref.tell(message)
-    except pykka.ActorDeadError:
-        pass  # it is stopping: its ConnectionFailed (or the stop we sent) is on its way
 
 
 def _fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:

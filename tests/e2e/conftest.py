@@ -3,7 +3,7 @@ import pytest
 from gevent import monkey
 
 from tests.support.browser import Browser
-from tests.support.troupe import TroupeHttp, write_config
+from tests.support.troupe import Troupe, TroupeHttp, write_config
 
 if monkey.is_module_patched("threading"):
     raise RuntimeError("tests/e2e must run unpatched: `python -m tests`, or plain pytest on tests/e2e")
@@ -29,3 +29,28 @@ def browser():
     b = Browser()
     yield b
     b.close()
+
+
+@pytest.fixture
+def make(tmp_path):
+    """troupe over stdio, flat, DEBUG logs, initialized and listed; each is closed after the test.
+    `start(servers, *args, **serve)`."""
+    started: list[Troupe] = []
+
+    def start(servers, *args, **serve) -> Troupe:
+        t = Troupe(write_config(tmp_path, servers, mode="flat", **serve), "--log-level", "DEBUG", *args)
+        started.append(t)
+        t.initialize()
+        t.request("tools/list", timeout=30)
+        return t
+
+    yield start
+    for t in started:
+        t.close()
+
+
+def error_text(response: dict) -> str:
+    """The text of a tool result that must be an error."""
+    result = response["result"]
+    assert result.get("isError") is True, response
+    return result["content"][0]["text"]

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from tests.e2e.conftest import error_text
 from tests.support import wait_until
 from tests.support.troupe import Troupe, children_of, pid_alive, server, text_of, write_config
 
@@ -13,33 +14,17 @@ FAST_RESTART = {"min_backoff": 0.05, "max_backoff": 0.2}
 
 
 @pytest.fixture
-def make(tmp_path):
-    started: list[Troupe] = []
-
-    def start(servers, *args, **serve) -> Troupe:
-        # client_admin: these tests restart servers through core_service_restart
-        serve.setdefault("client_admin", True)
-        t = Troupe(write_config(tmp_path, servers, mode="flat", **serve), "--log-level", "DEBUG", *args)
-        started.append(t)
-        t.initialize()
-        t.request("tools/list", timeout=30)
-        return t
-
-    yield start
-    for t in started:
-        t.close()
-
-
-def _error_text(response: dict) -> str:
-    result = response["result"]
-    assert result.get("isError") is True, response
-    return result["content"][0]["text"]
+def make(make):
+    """client_admin: these tests restart servers through core_service_restart."""
+    def start(servers, *args, **serve):
+        return make(servers, *args, **{"client_admin": True, **serve})
+    return start
 
 
 def test_hung_backend_times_out_cancels_upstream_and_keeps_serving(make):
     t = make([server("hang", "tests.servers.hang", timeout=1)])
     started = time.monotonic()
-    text = _error_text(t.call("hang__hang", timeout=10))
+    text = error_text(t.call("hang__hang", timeout=10))
     assert time.monotonic() - started < 5
     assert "hang" in text and "1s" in text
     # troupe told the backend it gave up (the backend logs the cancel to its stderr)
@@ -49,7 +34,7 @@ def test_hung_backend_times_out_cancels_upstream_and_keeps_serving(make):
 
 def test_late_reply_is_dropped_not_given_to_the_next_caller(make):
     t = make([server("echo", "tests.servers.echo", timeout=1)])
-    assert _error_text(t.call("echo__sleep", {"seconds": 1.5}, timeout=10))
+    assert error_text(t.call("echo__sleep", {"seconds": 1.5}, timeout=10))
     # the late "slept" reply arrives while these run; each caller gets its own answer
     answers = [text_of(t.call("echo__echo", {"text": f"n{i}"})) for i in range(10)]
     assert answers == [f"n{i}" for i in range(10)]
@@ -69,7 +54,7 @@ def test_huge_lines_pass_or_fail_fast_by_the_size_limit(make):
     ok = t.call("big__huge", timeout=60)["result"]
     assert not ok.get("isError") and len(ok["content"][0]["text"]) > 9_000_000
     started = time.monotonic()
-    refused = _error_text(t.call("small__huge", timeout=30))
+    refused = error_text(t.call("small__huge", timeout=30))
     assert "small" in refused and "over" in refused
     assert time.monotonic() - started < 10  # failed as soon as the line was seen, not by timeout
     assert text_of(t.call("small__echo", {"text": "fine"})) == "fine"
@@ -114,7 +99,7 @@ def test_crash_mid_call_answers_fast_and_recovers(make):
     t = make([server("flaky", "tests.servers.crash_after", "--calls", "2", restart=FAST_RESTART)])
     assert text_of(t.call("flaky__echo", {"text": "one"})) == "one"
     started = time.monotonic()
-    text = _error_text(t.call("flaky__echo", {"text": "two"}))
+    text = error_text(t.call("flaky__echo", {"text": "two"}))
     assert time.monotonic() - started < 5 and "flaky" in text
     wait_until(lambda: t.server_status("flaky")["state"] == "ready", 15, message="flaky back")
     assert text_of(t.call("flaky__echo", {"text": "three"})) == "three"
@@ -126,7 +111,7 @@ def test_calls_beyond_max_in_flight_wait_their_turn_and_only_a_full_queue_is_bus
     wait_until(lambda: t.server_status("echo")["in_flight"] == 2, 10, message="two in flight")
     waiting = [t.send_request("tools/call", {"name": "echo__echo", "arguments": {"text": f"w{i}"}}) for i in range(2)]
     wait_until(lambda: t.server_status("echo")["queued"] == 2, 10, message="two waiting")
-    busy = _error_text(t.call("echo__echo", {"text": "x"}, timeout=5))
+    busy = error_text(t.call("echo__echo", {"text": "x"}, timeout=5))
     assert "busy" in busy and "max_queued" in busy
     for rid in slow:
         assert text_of(t.wait_response(rid)) == "slept"
@@ -150,10 +135,10 @@ def test_a_call_waiting_for_a_slot_is_still_bounded_by_its_timeout(make):
     # waiting counts against a call's timeout: each is answered within it, queued or sent
     answers = {rid: t.wait_response(rid, timeout=10) for rid in (first, second, third)}
     took = {rid: time.monotonic() - sent[rid] for rid in answers}
-    assert "did not answer" in _error_text(answers[first]) and took[first] < 2 + 1.5
+    assert "did not answer" in error_text(answers[first]) and took[first] < 2 + 1.5
     assert answers[second]["result"]["isError"] and took[second] < 2 + 1.5
     # the third either got the slot in its last moments or was told it never came
-    assert text_of(answers[third]) == "x" or "no free slot within 2s" in _error_text(answers[third])
+    assert text_of(answers[third]) == "x" or "no free slot within 2s" in error_text(answers[third])
     assert took[third] < 2 + 1.5
     assert t.server_status("echo")["queued"] == 0
 

@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 
 import orjson
-import pytest
 import requests
 
 from actors.bus import HISTORY_BYTES
 from actors.events import LOG_DATA_HISTORY_BYTES
 from tests.e2e.test_metrics import McpHttp, scrape, value
+from tests.e2e.conftest import error_text
 from tests.support import wait_until
 from tests.support.troupe import Troupe, TroupeHttp, children_of, pid_alive, server, text_of, write_config
 
@@ -29,26 +29,6 @@ def srv(name: str, module: str, *args: str, **extra) -> dict:
     return server(name, module, *args, timeout=TIMEOUT, restart=FAST_RESTART, **extra)
 
 
-@pytest.fixture
-def make(tmp_path):
-    started: list[Troupe] = []
-
-    def start(servers, **serve) -> Troupe:
-        t = Troupe(write_config(tmp_path, servers, mode="flat", **serve), "--log-level", "DEBUG")
-        started.append(t)
-        t.initialize()
-        t.request("tools/list", timeout=30)
-        return t
-
-    yield start
-    for t in started:
-        t.close()
-
-
-def _error_text(response: dict) -> str:
-    result = response["result"]
-    assert result.get("isError") is True, response
-    return result["content"][0]["text"]
 
 
 def _answered(t: Troupe, rid) -> bool:
@@ -85,7 +65,7 @@ def test_backend_that_stops_reading_stdin_fails_its_calls_and_is_restarted_as_hu
     latencies = []
     while not _answered(t, big) and time.monotonic() - started < TIMEOUT + 5:
         latencies.append(_timed_call(t, "echo__echo", str(len(latencies))))
-    text = _error_text(t.wait_response(big, timeout=1))
+    text = error_text(t.wait_response(big, timeout=1))
     failed_after = time.monotonic() - started
     print(f"stdin stall: call failed after {failed_after:.2f}s ({text!r}); echo max "
           f"{max(latencies) * 1000:.1f} ms over {len(latencies)} calls meanwhile")
@@ -210,7 +190,7 @@ def test_wedged_server_is_restarted_after_timeouts_in_a_row_and_a_failed_ping(ma
     rids = [t.send_request("tools/call", {"name": "wedgy__wedge", "arguments": {}})]
     rids += [t.send_request("tools/call", {"name": "wedgy__echo", "arguments": {"text": str(i)}}) for i in range(2)]
     for rid in rids:
-        assert "did not answer" in _error_text(t.wait_response(rid, timeout=TIMEOUT + 5))
+        assert "did not answer" in error_text(t.wait_response(rid, timeout=TIMEOUT + 5))
     wait_until(lambda: (s := t.server_status("wedgy"))["state"] == "ready" and s["pid"] != first, 20,
                message="wedgy restarted")
     print(f"wedge: restarted {time.monotonic() - started:.1f}s after the first call")
@@ -225,7 +205,7 @@ def test_slow_tool_alone_does_not_restart_a_server_that_answers_ping(make):
     pid = t.server_status("slow")["pid"]
     rids = [t.send_request("tools/call", {"name": "slow__hang", "arguments": {}}) for _ in range(3)]
     for rid in rids:
-        assert "did not answer" in _error_text(t.wait_response(rid, timeout=TIMEOUT + 5))
+        assert "did not answer" in error_text(t.wait_response(rid, timeout=TIMEOUT + 5))
     wait_until(lambda: any("slow, not hung" in line for line in t.stderr), TIMEOUT + 2, message="ping answered")
     assert t.server_status("slow")["pid"] == pid and t.server_status("slow")["restarts"] == 0
     assert text_of(t.call("slow__echo", {"text": "still here"})) == "still here"
