@@ -12,6 +12,7 @@ from .bus import BusClient
 from .catalogue import Catalogue, ServerLists
 from .events import ToolsChanged
 from .messages import DropServer, PublishServer
+from .tells import tell
 from .trust.keeper import TrustBox
 from .trust.ledger import KINDS, Pinned
 from .trust.messages import PinFirstSight, ReportWithheld, TrustChanged
@@ -100,10 +101,9 @@ class Registry(pykka.ThreadingActor):
         return _diff(old, new)
 
     def _tell_keeper(self, message) -> None:
-        assert self.keeper is not None  # Runtime.start gives the registry its keeper
-        try:
-            self.keeper.tell(message)
-        except pykka.ActorDeadError:
+        """Pins and withheld sets are recorded by the keeper; without one (a registry on its
+        own) the screening still holds, nothing is written."""
+        if self.keeper is not None and not tell(self.keeper, message):
             logger.warning("registry: the trust keeper has stopped; {} not recorded", type(message).__name__)
 
     def _mark(self, lists: set[str]) -> None:
