@@ -22,7 +22,7 @@ RUNS = (
      {"TROUPE_TEST_GEVENT": "1"}),
     ("units and end-to-end with real peers", ["tests/unit", "tests/e2e"], {}),
 )
-QUICK_SHARDS = 2  # processes sharing the unit and end-to-end run under --quick (tests/conftest.py)
+QUICK_SHARDS = 3  # processes sharing the unit and end-to-end run under --quick (tests/conftest.py)
 NO_TESTS = 5  # pytest's exit code when it collected nothing
 SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
 

@@ -12,7 +12,7 @@ import pytest
 import requests
 import yaml
 
-from tests.servers.rug_pull import HONEST, POISONED
+from tests.servers.rug_pull import ASKED, HONEST, POISONED
 from tests.support import PYTHON, ROOT, wait_until
 from tests.support.troupe import Troupe, TroupeHttp, json_of, server, text_of, write_config
 
@@ -223,7 +223,12 @@ def test_a_server_cannot_reach_a_client_that_is_not_calling_it(tmp_path):
         troupe.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
                                       "clientInfo": {"name": "t", "version": "1"}})
         troupe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        troupe.request("logging/setLevel", {"level": "info"})
         assert text_of(troupe.call("rug__ask_roots_later")) == "scheduled"
+        # No call to rug until troupe has routed its request: one in flight would make this client
+        # the one that triggered it. rug logs right after asking, and troupe reads rug in order.
+        wait_until(lambda: any(m.get("method") == "notifications/message" and m["params"].get("data") == ASKED
+                               for m in list(troupe.received)), timeout=10, message="rug's log that it asked")
         replies = wait_until(lambda: json_of(troupe.call("rug__replies")), timeout=10,
                              message="the server got an answer to its roots/list")
         assert replies[0]["id"] == "unsolicited-1" and replies[0]["error"]["code"] == -32600
