@@ -53,7 +53,10 @@ def test_a_forward_queued_behind_a_crash_is_answered_by_the_sessions_deadline(ru
 
     def on_receive(self, message):
         if isinstance(message, _Poison):
-            gevent.sleep(0.2)  # long enough for the Forward to queue up behind this message
+            # crash only once the Forward is queued behind this message (bounded wait)
+            deadline = time.monotonic() + 5
+            while self.actor_inbox.empty() and time.monotonic() < deadline:
+                gevent.sleep(0.005)
             raise _Boom("connection bug")
         return original(self, message)
     monkeypatch.setattr(Connection, "on_receive", on_receive)

@@ -186,15 +186,24 @@ def _sse_data(text: str) -> dict:
     return json.loads([line[6:] for line in text.splitlines() if line.startswith("data: ")][-1])
 
 
-def test_mounted_wsgi_app_serves_mcp_and_the_hosts_routes_on_one_port(tmp_path):
+def start_mounted_host(tmp_path) -> tuple[subprocess.Popen, int]:
+    """The example gevent host with troupe mounted at /troupe: (its process, its port)."""
     proc = subprocess.Popen(_script(tmp_path, MOUNTED_HOST), cwd=ROOT, env=_env(), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stderr: list[str] = []
     threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True).start()
+    first = proc.stdout.readline()
+    if not first.startswith("{"):
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"host did not start: {first!r}\n{''.join(stderr[-40:])}")
+    return proc, json.loads(first)["port"]
+
+
+def test_mounted_wsgi_app_serves_mcp_and_the_hosts_routes_on_one_port(tmp_path):
+    proc, port = start_mounted_host(tmp_path)
     try:
-        first = proc.stdout.readline()
-        assert first.startswith("{"), f"host did not start: {first!r}\n{''.join(stderr[-40:])}"
-        base = f"http://127.0.0.1:{json.loads(first)['port']}"
+        base = f"http://127.0.0.1:{port}"
         with requests.Session() as s:
             assert s.get(base + "/hello", timeout=5).text == "hello from the host"
             assert s.get(base + "/nope", timeout=5).status_code == 404

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from urllib.parse import urlsplit
 
 import orjson
 import requests
 
-from tests.e2e.test_embedding import MOUNTED_HOST, _env, _script
+from tests.e2e.test_embedding import start_mounted_host
 from tests.e2e.test_metrics import McpHttp
 from tests.support import PYTHON, ROOT, wait_until
 from tests.support.troupe import TroupeHttp, server, write_config
@@ -168,14 +167,8 @@ def test_a_public_bind_with_a_token_serves(tmp_path):
 
 
 def test_embedded_app_checks_host_against_the_port_the_host_app_listens_on(tmp_path):
-    proc = subprocess.Popen(_script(tmp_path, MOUNTED_HOST), cwd=ROOT, env=_env(), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stderr: list[str] = []
-    threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True).start()
+    proc, port = start_mounted_host(tmp_path)
     try:
-        first = proc.stdout.readline()
-        assert first.startswith("{"), f"host did not start: {first!r}\n{''.join(stderr[-40:])}"
-        port = json.loads(first)["port"]
         base = f"http://127.0.0.1:{port}"
         status = base + "/troupe/status"
         assert requests.get(status, timeout=10).status_code == 200
