@@ -26,6 +26,7 @@ DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as d
 PING_TIMEOUT = 5.0  # the liveness ping after `hung_after` timeouts in a row (at most the server's timeout)
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits this long for a person
+MIN_SEND_WINDOW = 0.1  # a queued call that gets its slot with less time left than this is answered, not sent
 # Server→client requests troupe relays, and the client capability each needs.
 RELAYED = mcp.RELAYED_REQUESTS
 
@@ -231,6 +232,9 @@ class Connection(Listing, pykka.ThreadingActor):
             return
         self.stats.queued = len(self._queued)
         fwd, _, timeout, _ = entry
+        self._answer_no_slot(fwd, timeout)
+
+    def _answer_no_slot(self, fwd: Forward, timeout: float) -> None:
         fwd.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT,
                                    f"server {self.config.name} had no free slot within {timeout:g}s "
                                    f"({self.stats.in_flight} calls in flight, max_in_flight "
@@ -244,7 +248,11 @@ class Connection(Listing, pykka.ThreadingActor):
             timer.kill(block=False)
             self.stats.queued = len(self._queued)
             # the wait counts against the call's timeout: queued or sent, it is answered in time
-            self._dispatch(replace(fwd, timeout=max(0.001, timeout - (time.monotonic() - since))))
+            left = timeout - (time.monotonic() - since)
+            if left < MIN_SEND_WINDOW:  # too late to be useful: the backend's work would only be cancelled
+                self._answer_no_slot(fwd, timeout)
+                continue
+            self._dispatch(replace(fwd, timeout=left))
 
     def _dispatch(self, fwd: Forward) -> None:
         self.stats.in_flight += 1

@@ -137,8 +137,11 @@ def test_a_call_waiting_for_a_slot_is_still_bounded_by_its_timeout(make):
     took = {rid: time.monotonic() - sent[rid] for rid in answers}
     assert "did not answer" in error_text(answers[first]) and took[first] < 2 + 1.5
     assert answers[second]["result"]["isError"] and took[second] < 2 + 1.5
-    # the third either got the slot in its last moments or was told it never came
-    assert text_of(answers[third]) == "x" or "no free slot within 2s" in error_text(answers[third])
+    # the third got the slot in time, was told it never came, or ran out of time once sent:
+    # whichever, it was answered within its own timeout
+    third_text = text_of(answers[third]) if "result" in answers[third] and not answers[third]["result"].get("isError") \
+        else error_text(answers[third])
+    assert third_text == "x" or "no free slot within 2s" in third_text or "did not answer" in third_text, third_text
     assert took[third] < 2 + 1.5
     assert t.server_status("echo")["queued"] == 0
 
