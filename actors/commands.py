@@ -9,7 +9,7 @@ import time
 
 import orjson
 
-from . import config as config_mod
+from actors.settings import config as config_mod
 
 DEFAULT_URL = os.environ.get("TROUPE_URL", "http://127.0.0.1:8765")
 
@@ -102,7 +102,7 @@ def _line_of(problem: str) -> int:
 
 
 def discover(argv: list[str]) -> int:
-    from .discovery import cli
+    from actors.discovery import cli
     p = argparse.ArgumentParser(prog="troupe discover",
                                 description="Find MCP servers (client config files, PATH), merge and probe them once.")
     p.add_argument("--config", help="troupe config whose `discovery:` settings apply")

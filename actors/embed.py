@@ -13,8 +13,8 @@ import gevent.event
 import gevent.pool
 from loguru import logger
 
-from .protocol import mcp
-from .trust.provenance import PENDING as PENDING_APPROVAL, REGISTERED
+from actors.protocol import mcp
+from actors.trust.provenance import PENDING as PENDING_APPROVAL, REGISTERED
 
 REQUIRED_PATCHES = ("threading", "queue", "socket")
 PATCH_HINT = "from gevent import monkey; monkey.patch_all()"
@@ -58,7 +58,7 @@ def check_patched() -> None:
 
 def load_config(config: Any = None):
     """A Config from a troupe dict, a {"mcpServers": …} dict, a YAML/JSON path, or a Config."""
-    from . import config as config_mod
+    from actors.settings import config as config_mod
     if config is None:
         return config_mod.load(None)
     if isinstance(config, config_mod.Config):
@@ -67,7 +67,7 @@ def load_config(config: Any = None):
         return config_mod.load(config)
     if isinstance(config, dict):
         return config_mod.from_data(config)
-    raise TypeError(f"config must be a dict, a path or an actors.config.Config, not {type(config).__name__}")
+    raise TypeError(f"config must be a dict, a path or an actors.settings.config.Config, not {type(config).__name__}")
 
 
 def start(config: Any = None, *, discovery: bool | None = None, policy=None, home: str | None = None,
@@ -82,7 +82,7 @@ def start(config: Any = None, *, discovery: bool | None = None, policy=None, hom
     cfg = load_config(config)
     if discovery is None and config is None:
         discovery = False
-    from .runtime import Runtime
+    from actors.runtime import Runtime
     runtime = Runtime(cfg, policy=policy, discovery=discovery, home=home, project_root=project_root).start()
     try:
         return Troupe(runtime)
@@ -97,7 +97,7 @@ def wsgi_app(handle: "Troupe", *, bound_host: str | None = None):
     `bound_host` is the address the host's server listens on (for the Host-header check; names
     other than loopback need `serve.allowed_hosts`). The app is closed by `handle.stop()`.
     """
-    from .serve.http import App
+    from actors.serve.http import App
     app = App(handle.runtime, bound_host)
     handle._apps.append(app)
     return app
@@ -125,7 +125,7 @@ class Troupe:
     """
 
     def __init__(self, runtime):
-        from .session import Session
+        from actors.downstream.session import Session
         self.runtime = runtime
         self._ids = itertools.count(1)
         self._apps: list = []
@@ -156,7 +156,7 @@ class Troupe:
 
     def _request(self, method: str, params: dict, timeout: float, error: type = McpError) -> dict:
         import pykka
-        from .messages import ClientMessage
+        from actors.messages import ClientMessage
         if self._stopped:
             raise RuntimeError("this troupe handle is stopped")
         rid = next(self._ids)
@@ -189,7 +189,7 @@ class Troupe:
 
     def _notify(self, method: str, params: dict) -> None:
         import pykka
-        from .messages import ClientMessage
+        from actors.messages import ClientMessage
         try:
             self._session.tell(ClientMessage({"jsonrpc": "2.0", "method": method, "params": params}, _ignore))
         except pykka.ActorDeadError:
@@ -269,7 +269,7 @@ class Troupe:
         there is logged. `event.kind` is its type name, `event.to_json()` a plain dict.
         Returns a token for `unsubscribe`.
         """
-        from . import events
+        from actors.events import kinds as events
         types = (event_types,) if isinstance(event_types, str) else tuple(event_types or ())
         known = _event_names(events.Event)
         unknown = sorted(set(types) - known)
@@ -316,7 +316,7 @@ class Troupe:
 
     def _apply_registration(self, name: str, spec: dict) -> None:
         from dataclasses import replace
-        from . import config as config_mod
+        from actors.settings import config as config_mod
         if self.runtime.config.server(name) is not None:
             raise ValueError(f"name {name!r} is used by a server in the main config")
         server = config_mod.from_data({"mcpServers": {name: spec}}).servers[0]

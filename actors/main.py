@@ -11,7 +11,8 @@ import gevent  # noqa: E402
 import gevent.event  # noqa: E402
 from loguru import logger  # noqa: E402
 
-from . import __version__, config as config_mod, logs  # noqa: E402
+from actors import __version__, logs  # noqa: E402
+from actors.settings import config as config_mod  # noqa: E402
 
 COMMANDS = ("serve", "status", "check", "discover")
 TRUST_COMMANDS = ("approvals", "approve", "deny")
@@ -44,30 +45,30 @@ def serve(argv: list[str]) -> int:
         return 2
     config = config_mod.with_overrides(config, transport=args.transport, mode=args.mode, host=args.host,
                                        port=args.port)
-    from .serve.security import exposure_refusal
+    from actors.serve.security import exposure_refusal
     refusal = exposure_refusal(config.serve)  # before anything starts: nothing to tear down
     if refusal is not None:
         print(f"troupe: {refusal}", file=sys.stderr)
         return 2
     # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
     sys.stdout = sys.stderr
-    from .runtime import Runtime
+    from actors.runtime import Runtime
     runtime = Runtime(config, discovery=args.discovery)
     stop = gevent.event.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(sig, stop.set)
     watcher = None
     if args.config:
-        from .reload import ConfigWatcher
+        from actors.settings.reload import ConfigWatcher
         watcher = ConfigWatcher(runtime, args.config).start()
     # SIGHUP's default would kill us: reload the file, or say there is none.
     gevent.signal_handler(signal.SIGHUP, watcher.reload if watcher else
                           lambda: logger.warning("SIGHUP: no --config file to reload"))
     if config.serve.transport == "stdio":
-        from .serve import stdio
+        from actors.serve import stdio
         worker = gevent.spawn(stdio.serve, runtime)  # starts the runtime once the client has spoken
     else:
-        from .serve import http
+        from actors.serve import http
         # Many clients: upstreams may ask for all three; each request goes to the client whose
         # call triggered it, and is refused for a client without the capability.
         runtime.set_upstream_capabilities({k: {} for k in runtime.RELAY_CAPABILITIES})
@@ -96,12 +97,12 @@ def cli(argv: list[str] | None = None) -> int:
     if argv and argv[0] in COMMANDS:
         argv = argv[1:]
     if argv and argv[0] in TRUST_COMMANDS:
-        from .trust import cli as trust_cli
+        from actors.trust import cli as trust_cli
         logs.setup("WARNING", False)
         return trust_cli.run(argv[0], argv[1:])
     if command == "serve":
         return serve(argv)
-    from . import commands
+    from actors import commands
     return commands.run(command, argv)
 
 

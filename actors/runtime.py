@@ -10,19 +10,19 @@ import gevent.event
 import pykka
 from loguru import logger
 
-from .bus import BusClient, EventBus
-from .catalogue import Catalogue
-from .config import DEFAULT_TIMEOUT, Config, ServerConfig
-from .messages import ApplyServers, ControlServer, GetStatus
-from .protocol import mcp
-from .policy import Policy
-from .registry import CatalogueBox, Registry
-from .tells import tell as _tell
-from .directory import DirectoryBox
-from .supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
-from .trust import ledger
-from .trust.keeper import TrustBox, TrustKeeper
-from .trust.messages import Decide, WatchTrust
+from actors.events.bus import BusClient, EventBus
+from actors.catalogue.snapshot import Catalogue
+from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
+from actors.messages import ApplyServers, ControlServer, GetStatus
+from actors.protocol import mcp
+from actors.supervision.policy import Policy
+from actors.catalogue.registry import CatalogueBox, Registry
+from actors.tells import tell as _tell
+from actors.supervision.directory import DirectoryBox
+from actors.supervision.supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
+from actors.trust import ledger
+from actors.trust.keeper import TrustBox, TrustKeeper
+from actors.trust.messages import Decide, WatchTrust
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
 STOP_DEADLINE = 4.5
@@ -79,7 +79,7 @@ class Runtime:
 
     def _start_discovery(self) -> None:
         try:
-            from .discovery import engine
+            from actors.discovery import engine
         except ImportError as exc:
             logger.warning("discovery unavailable: {}", exc)
             return
@@ -175,7 +175,7 @@ class Runtime:
         self.client_caps = {k: caps[k] for k in self.RELAY_CAPABILITIES if k in caps}
 
     def notify_upstreams(self, method: str, params=None) -> None:
-        from .messages import NotifyUpstream
+        from actors.messages import NotifyUpstream
         for view in self.servers.current.servers.values():
             if view.callable:
                 _tell(view.ref, NotifyUpstream(method, params))
@@ -184,7 +184,7 @@ class Runtime:
 
     def set_log_level(self, session, level: str | None) -> None:
         """A session's wish for upstream logs; the Supervisor owns the resulting level."""
-        from .messages import SetSessionLogLevel
+        from actors.messages import SetSessionLogLevel
         _tell(self.supervisor, SetSessionLogLevel(session, level))
 
     # ---------------------------------------------------------------- asks (edge code only)
@@ -203,7 +203,7 @@ class Runtime:
             if now is not None:  # each connection counts its own calls: ask, never read its object
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         if self.discovery is not None:
-            from .discovery.messages import GetDiscoveryStatus
+            from actors.discovery.messages import GetDiscoveryStatus
             try:
                 report["discovery"] = self._ask(self.discovery, GetDiscoveryStatus, timeout=3.0)
             except Exception as exc:
@@ -213,7 +213,7 @@ class Runtime:
     def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:
         """Every live connection's StatsSnapshot, asked in parallel; one that does not answer
         in time is left out (its server shows its earlier generations' totals only)."""
-        from .messages import GetStats
+        from actors.messages import GetStats
         futures = {}
         for name, view in self.servers.current.servers.items():
             future = pykka.ThreadingFuture()
@@ -247,19 +247,19 @@ class Runtime:
         return self._ask(self.discovery, make, timeout=30.0)
 
     def discovery_run(self):
-        from .discovery.messages import RunDiscovery
+        from actors.discovery.messages import RunDiscovery
         return _plain(self._discovery_ask(RunDiscovery))
 
     def register_server(self, entry: dict):
-        from .discovery.messages import RegisterServer
+        from actors.discovery.messages import RegisterServer
         return self._discovery_ask(lambda f: RegisterServer(entry, f))
 
     def unregister_server(self, name: str):
-        from .discovery.messages import UnregisterServer
+        from actors.discovery.messages import UnregisterServer
         return self._discovery_ask(lambda f: UnregisterServer(name, f))
 
     def health_check(self, name: str | None = None):
-        from .discovery.messages import CheckHealth
+        from actors.discovery.messages import CheckHealth
         return self._discovery_ask(lambda f: CheckHealth(name, f))
 
     # ---------------------------------------------------------------- trust (operator acts only)
@@ -267,7 +267,7 @@ class Runtime:
     def decide(self, name: str, decision: str) -> dict:
         """Approve or deny one server by name: covers its exact launch line and, for an
         approval, every withheld tool and prompt definition. Never reachable from MCP."""
-        from .messages import DescribeLaunch
+        from actors.messages import DescribeLaunch
         facts = self._ask(self.supervisor, lambda f: DescribeLaunch(name, f))
         entry = self._ask(self.keeper, lambda f: Decide(facts.identity, name, decision, facts.provenance,
                                                         facts.shown, f))
@@ -285,8 +285,8 @@ class Runtime:
 def route_server_request(request, origin):
     """Hand an upstream's request to the session whose call triggered it (`origin`, that
     session's ref); a request no call of a client triggered is refused with an error."""
-    from .messages import UpstreamError
-    from .protocol import jsonrpc
+    from actors.messages import UpstreamError
+    from actors.protocol import jsonrpc
     if origin is None:
         request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: it was not "
                                        f"sent while a client's request to this server was in progress"))
@@ -300,7 +300,7 @@ def route_server_request(request, origin):
 
 def waiting(servers, snapshot) -> list[dict]:
     """Rows for `troupe approvals` and the dashboard, from a status report's servers and a trust snapshot."""
-    from .trust.report import server_row, withheld_rows
+    from actors.trust.report import server_row, withheld_rows
     rows = [server_row(s["name"], s.get("provenance"), s.get("origin_file"), s.get("shown_launch"))
             for s in servers if s.get("state") == PENDING_APPROVAL]
     by_name = {s["name"]: s for s in servers}

@@ -27,10 +27,10 @@ FANOUT_TIMEOUT = 30.0  # seconds the /fanout request waits for all its calls
 
 def troupe_config(root: str) -> dict:
     """troupe's own read-only workspace server over `root`; every MCP client of /troupe/mcp sees it too."""
-    # work_dir: where the `actors` package lives, so `-m actors.servers.workspace` imports from a checkout too
+    # work_dir: where the `actors` package lives, so `-m actors.bundled.workspace` imports from a checkout too
     home = str(Path(actors.__file__).resolve().parent.parent)
     return {"servers": [{"name": "workspace", "max_in_flight": FANOUT_MAX, "transport": {"type": "stdio", "stdio": {
-        "command": sys.executable, "args": ["-m", "actors.servers.workspace", "--root", root], "work_dir": home}}}],
+        "command": sys.executable, "args": ["-m", "actors.bundled.workspace", "--root", root], "work_dir": home}}}],
         "serve": {"mode": "flat", "startup_wait": 15}}
 
 

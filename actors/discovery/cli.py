@@ -10,14 +10,14 @@ from typing import Any, Mapping
 import gevent.monkey
 import pykka
 
-from ..bus import BusClient, EventBus
-from .health import HealthChecker
-from .engine import DiscoveryEngine
-from .messages import CheckHealth, RunDiscovery
-from .settings import parse
-from ..trust import ledger
-from ..trust import provenance as trust
-from ..trust.keeper import TrustBox
+from actors.events.bus import BusClient, EventBus
+from actors.discovery.health import HealthChecker
+from actors.discovery.engine import DiscoveryEngine
+from actors.discovery.messages import CheckHealth, RunDiscovery
+from actors.discovery.settings import parse
+from actors.trust import ledger
+from actors.trust import provenance as trust
+from actors.trust.keeper import TrustBox
 
 ASK_MARGIN = 5.0  # on top of the configured deadlines, for actor start-up and merging
 STOP_TIMEOUT = 10.0

@@ -14,24 +14,37 @@ import gevent
 import pykka
 from loguru import logger
 
-from ..bus import BusClient
-from ..events import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
-from .health import HealthChecker
-from . import registration
-from .identity import which_on
-from .merge import Service, assign_names, diff, merge, summary
-from .messages import (CheckHealth, Discover, DiscoveryReport, GetDiscoveryStatus, GetHealth, ListServices,
-                       RegisterServer, RunDiscovery, ServiceRecord, ServicesChanged, SetServices, UnregisterServer,
-                       fail, resolve)
-from .providers.files import FileProvider
-from .providers.pathprobe import PathProbeProvider
-from .settings import PATH_PROVIDER, DiscoverySettings, parse
-from .sources import locations
-from .store import open_store
-from .watcher import watch
-from ..trust import provenance as trust
-from ..trust.keeper import TrustBox
-from ..trust.messages import TrustChanged
+from actors.events.bus import BusClient
+from actors.events.kinds import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
+from actors.discovery.health import HealthChecker
+from actors.discovery import registration
+from actors.discovery.identity import which_on
+from actors.discovery.merge import Service, assign_names, diff, merge, summary
+from actors.discovery.messages import (
+    CheckHealth,
+    Discover,
+    DiscoveryReport,
+    GetDiscoveryStatus,
+    GetHealth,
+    ListServices,
+    RegisterServer,
+    RunDiscovery,
+    ServiceRecord,
+    ServicesChanged,
+    SetServices,
+    UnregisterServer,
+    fail,
+    resolve,
+)
+from actors.discovery.providers.files import FileProvider
+from actors.discovery.providers.pathprobe import PathProbeProvider
+from actors.discovery.settings import PATH_PROVIDER, DiscoverySettings, parse
+from actors.discovery.sources import locations
+from actors.discovery.store import open_store
+from actors.discovery.watcher import watch
+from actors.trust import provenance as trust
+from actors.trust.keeper import TrustBox
+from actors.trust.messages import TrustChanged
 
 STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
 

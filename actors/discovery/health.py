@@ -12,12 +12,12 @@ import gevent.pool
 import pykka
 from loguru import logger
 
-from ..bus import BusClient
-from ..config import ServerConfig
-from .messages import CheckHealth, GetHealth, SetServices, fail, resolve
-from .probe import probe as default_probe
-from ..events import HealthChanged
-from ..trust import provenance as trust
+from actors.events.bus import BusClient
+from actors.settings.config import ServerConfig
+from actors.discovery.messages import CheckHealth, GetHealth, SetServices, fail, resolve
+from actors.discovery.probe import probe as default_probe
+from actors.events.kinds import HealthChanged
+from actors.trust import provenance as trust
 
 __all__ = ["HealthChecker", "CheckHealth", "GetHealth", "SetServices"]
 

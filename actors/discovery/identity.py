@@ -8,8 +8,8 @@ import shutil
 from typing import Callable, Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import SERVER_NAME, ServerConfig
-from ..redact import REDACTED, redact_args, redact_url
+from actors.settings.config import SERVER_NAME, ServerConfig
+from actors.redact import REDACTED, redact_args, redact_url
 
 # Package runners: the package and its args are the server, the runner alone is not.
 LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "pnpm", "yarn", "uv", "bun", "deno"})

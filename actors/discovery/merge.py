@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from ..config import ServerConfig
-from ..redact import redact_args, redact_url
-from .identity import redact_identity, sanitise_name, unique_name
-from .messages import ServiceRecord
-from ..trust import provenance as trust
+from actors.settings.config import ServerConfig
+from actors.redact import redact_args, redact_url
+from actors.discovery.identity import redact_identity, sanitise_name, unique_name
+from actors.discovery.messages import ServiceRecord
+from actors.trust import provenance as trust
 
 # Tie-break between equally confident records, so merges are deterministic.
 PROVIDER_ORDER = ("registered", "troupe", "claude_code", "claude_desktop", "cursor", "vscode",

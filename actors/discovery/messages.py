@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import pykka
 from loguru import logger
 
-from ..config import ServerConfig
+from actors.settings.config import ServerConfig
 
 
 # ---------------------------------------------------------------- values
@@ -27,7 +27,7 @@ class ServiceRecord:
     auto_connect: bool = True  # this source's auto-connect policy
 
     def __repr__(self) -> str:  # the identity is a whole launch line: it may carry a secret argument
-        from .identity import redact_identity
+        from actors.discovery.identity import redact_identity
         return (f"ServiceRecord(provider={self.provider!r}, file={self.file!r}, name={self.name!r}, "
                 f"identity={redact_identity(self.identity)!r})")
 

@@ -8,9 +8,9 @@ from typing import Any
 import gevent.queue
 from loguru import logger
 
-from ..config import ServerConfig
-from ..protocol import jsonrpc
-from ..transports.base import TransportError, TransportGarbage
+from actors.settings.config import ServerConfig
+from actors.protocol import jsonrpc
+from actors.transports.base import TransportError, TransportGarbage
 
 PROTOCOL_VERSION = "2025-06-18"
 CLIENT_INFO = {"name": "troupe-health", "version": "1"}
@@ -35,16 +35,16 @@ def make_transport(config: ServerConfig, on_message, on_closed, timeout: float):
     """The same transports the Connection actor uses, through the base.py contract."""
     log = logger.bind(server=config.name)
     if config.transport == "stdio":
-        from ..transports.stdio import StdioTransport
+        from actors.transports.stdio import StdioTransport
         assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
         return StdioTransport(config.name, config.stdio, on_message, on_closed, log=log)
     connect = min(CONNECT_TIMEOUT, timeout)
     assert config.http is not None  # config.py gives every HTTP server its HttpSpec
     if config.transport == "sse":
-        from ..transports.sse import SseTransport
+        from actors.transports.legacy_sse import SseTransport
         return SseTransport(config.name, config.http.url, dict(config.http.headers), on_message, on_closed,
                             connect_timeout=connect, log=log)
-    from ..transports.streamable_http import StreamableHttpTransport
+    from actors.transports.streamable_http import StreamableHttpTransport
     return StreamableHttpTransport(config.name, config.http.url, dict(config.http.headers), on_message,
                                    on_closed, connect_timeout=connect, log=log)
 

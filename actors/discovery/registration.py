@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import SERVER_NAME
-from .identity import Which, identity_of
-from .merge import REGISTERED
-from .messages import ServiceRecord
-from .sources import CONFIDENCE_REGISTERED, entry_to_config
+from actors.settings.config import SERVER_NAME
+from actors.discovery.identity import Which, identity_of
+from actors.discovery.merge import REGISTERED
+from actors.discovery.messages import ServiceRecord
+from actors.discovery.sources import CONFIDENCE_REGISTERED, entry_to_config
 
 # What a registration entry may hold (Claude-style, plus name and tags).
 ENTRY_KEYS = frozenset({"name", "command", "args", "env", "cwd", "url", "serverUrl", "type", "transport",

@@ -8,7 +8,7 @@ from typing import Any, Mapping, TypeVar, overload
 
 from loguru import logger
 
-from .sources import FILE_PROVIDERS, MAX_FILE_BYTES
+from actors.discovery.sources import FILE_PROVIDERS, MAX_FILE_BYTES
 
 _T = TypeVar("_T")
 PATH_PROVIDER = "path"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..config import ConfigError, ServerConfig, claude_entry_to_server, from_data
+from actors.settings.config import ConfigError, ServerConfig, claude_entry_to_server, from_data
 
 MAX_FILE_BYTES = 1024 * 1024  # default limit; a bigger file is reported and skipped
 PLACEHOLDER = "unnamed"  # records are named by the engine after merging

@@ -1,7 +1,7 @@
 """MCP constants: protocol versions, method names troupe cares about, its own identity."""
 from __future__ import annotations
 
-from .. import __version__
+from actors import __version__
 
 LATEST = "2025-11-25"
 # Newest first: the versions troupe speaks on both sides (the legacy, session era).

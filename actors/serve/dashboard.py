@@ -6,8 +6,8 @@ from importlib import resources
 import orjson
 import pykka
 
-from .. import events
-from .security import ACTION_PREFIX
+from actors.events import kinds as events
+from actors.serve.security import ACTION_PREFIX
 
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8",
           "index.html": "text/html; charset=utf-8"}

@@ -9,11 +9,11 @@ import gevent.queue
 import orjson
 from loguru import logger
 
-from .. import metrics
-from . import approvals, dashboard, sse
-from .listener import FrontHandler, FrontServer, watch_hangup
-from .mcp_http import McpHttp
-from .security import Guard, exposure_refusal
+from actors.serve import metrics
+from actors.serve import approvals, dashboard, sse_framing as sse
+from actors.serve.listener import FrontHandler, FrontServer, watch_hangup
+from actors.serve.mcp_http import McpHttp
+from actors.serve.security import Guard, exposure_refusal
 
 NoDelayHandler = FrontHandler  # the name hosts embedding troupe already import
 _HUNG_UP = object()  # /events queue sentinel: the client went away

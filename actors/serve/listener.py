@@ -8,7 +8,7 @@ import gevent.socket
 from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
-from ..config import DEFAULT_HEADER_TIMEOUT_S
+from actors.settings.config import DEFAULT_HEADER_TIMEOUT_S
 
 SOCKET_KEY = "troupe.socket"  # environ key: the connection's socket, for streams that watch for a hang-up
 REFUSE_LINGER_S = 1.0  # a refused connection is closed after its 503 at most this late

@@ -7,10 +7,10 @@ from urllib.parse import parse_qs
 import gevent
 import gevent.queue
 
-from ..protocol import jsonrpc, mcp
-from . import sse
-from .listener import watch_hangup
-from .sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
+from actors.protocol import jsonrpc, mcp
+from actors.serve import sse_framing as sse
+from actors.serve.listener import watch_hangup
+from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
 MAX_BODY = 16 * 1024 * 1024

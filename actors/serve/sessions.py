@@ -11,9 +11,9 @@ import gevent.queue
 import pykka
 from loguru import logger
 
-from ..messages import ClientGone, ClientMessage
-from ..protocol import jsonrpc
-from ..session import Session
+from actors.messages import ClientGone, ClientMessage
+from actors.protocol import jsonrpc
+from actors.downstream.session import Session
 
 RETRY_AFTER_S = 5  # what a 503 at the session cap asks the client to wait before trying again
 REAP_EVERY_MIN_S = 0.2  # the reaper looks for expired sessions every session_idle / 4, within these bounds

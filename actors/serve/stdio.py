@@ -8,9 +8,9 @@ import gevent.queue
 from gevent.fileobject import FileObjectPosix
 from loguru import logger
 
-from ..messages import ClientGone, ClientMessage
-from ..protocol import jsonrpc
-from ..session import Session
+from actors.messages import ClientGone, ClientMessage
+from actors.protocol import jsonrpc
+from actors.downstream.session import Session
 
 MAX_LINE = 16 * 1024 * 1024
 FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities

@@ -14,9 +14,9 @@ import gevent.event
 from gevent.socket import wait_read, wait_write
 from loguru import logger
 
-from ..config import StdioSpec
-from ..protocol import jsonrpc
-from .base import OnClosed, OnMessage, TransportError, TransportGarbage
+from actors.settings.config import StdioSpec
+from actors.protocol import jsonrpc
+from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
 
 # Variables a child inherits from troupe; everything else must be set in `env`.
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME",

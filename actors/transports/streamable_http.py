@@ -9,10 +9,10 @@ import requests
 import sseclient
 from loguru import logger
 
-from ..protocol import jsonrpc
-from ..redact import redact_url
-from .base import OnClosed, OnMessage, TransportGarbage
-from .sse import (
+from actors.protocol import jsonrpc
+from actors.redact import redact_url
+from actors.transports.base import OnClosed, OnMessage, TransportGarbage
+from actors.transports.legacy_sse import (
     DEFAULT_CONNECT_TIMEOUT,
     JSON_MEDIA_TYPE,
     POST_READ_TIMEOUT,

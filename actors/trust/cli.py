@@ -14,10 +14,10 @@ from typing import Any
 
 import orjson
 
-from .. import config as config_mod
-from . import ledger
-from . import provenance as trust
-from .report import server_row, withheld_rows
+from actors.settings import config as config_mod
+from actors.trust import ledger
+from actors.trust import provenance as trust
+from actors.trust.report import server_row, withheld_rows
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SCAN_TIMEOUT = 30.0
@@ -136,10 +136,10 @@ def _discovered(config, args) -> tuple:
         return ()
     import pykka
 
-    from ..bus import BusClient, EventBus
-    from ..discovery.engine import DiscoveryEngine
-    from ..discovery.messages import RunDiscovery
-    from ..discovery.settings import PATH_PROVIDER, parse
+    from actors.events.bus import BusClient, EventBus
+    from actors.discovery.engine import DiscoveryEngine
+    from actors.discovery.messages import RunDiscovery
+    from actors.discovery.settings import PATH_PROVIDER, parse
     section = dict(config.discovery)
     section.update(watch=False, interval=0, health={"enabled": False})
     settings = parse(section, home=args.home, project_root=args.project_root)

@@ -8,11 +8,11 @@ import gevent
 import pykka
 from loguru import logger
 
-from ..bus import BusClient
-from ..events import ApprovalDecided, ToolDefinitionChanged
-from . import ledger
-from .ledger import Ledger, LedgerError, TrustSnapshot
-from .messages import Decide, PinFirstSight, ReportWithheld, TrustChanged, WatchTrust
+from actors.events.bus import BusClient
+from actors.events.kinds import ApprovalDecided, ToolDefinitionChanged
+from actors.trust import ledger
+from actors.trust.ledger import Ledger, LedgerError, TrustSnapshot
+from actors.trust.messages import Decide, PinFirstSight, ReportWithheld, TrustChanged, WatchTrust
 
 POLL_INTERVAL = 1.0  # seconds between stats of the file: `troupe approve` is seen within ~1 s
 # First-sight pins and withheld sets are written together after this delay: 50 servers

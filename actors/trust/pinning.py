@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-from . import digest as dg
-from .ledger import KINDS, Pinned
+from actors.trust import digest as dg
+from actors.trust.ledger import KINDS, Pinned
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from ..config import ServerConfig
+from actors.settings.config import ServerConfig
 
 CONFIG = "config"  # troupe's own config file (or the embedding app's config dict)
 USER = "user"  # user-scope client files: Claude Desktop, ~/.claude.json, ~/.cursor/mcp.json, …
@@ -20,7 +20,7 @@ def identity_key(config: ServerConfig) -> str:
     """What an approval and a pin are keyed by: the whole launch line or the whole URL."""
     if config.identity:
         return config.identity
-    from ..discovery.identity import identity_of, which_on
+    from actors.discovery.identity import identity_of, which_on
     return identity_of(config, which_on(os.environ.get("PATH")))
 
 
@@ -48,7 +48,7 @@ def shown_launch(config: ServerConfig) -> str:
     """The launch line or URL as an operator may see it: secrets redacted."""
     import shlex
 
-    from ..redact import redact_args, redact_url
+    from actors.redact import redact_args, redact_url
     if config.stdio is not None:
         return shlex.join([config.stdio.command, *redact_args(config.stdio.args)])
     return redact_url(config.http.url) if config.http is not None else ""

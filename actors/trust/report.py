@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .ledger import KINDS
+from actors.trust.ledger import KINDS
 
 
 def server_row(name: str, provenance: str | None, file: str | None, launch: str | None) -> dict:

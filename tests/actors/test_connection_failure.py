@@ -4,8 +4,8 @@ from __future__ import annotations
 import pykka
 import pytest
 
-from actors import config
-from actors.connection import Connection
+from actors.settings import config
+from actors.upstream.connection import Connection
 from actors.messages import Inbound
 from actors.runtime import Runtime
 from tests.support import PYTHON, ROOT, wait_until

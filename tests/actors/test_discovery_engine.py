@@ -8,7 +8,7 @@ import os  # noqa: E402
 import pykka  # noqa: E402
 import pytest  # noqa: E402
 
-from actors.bus import BusClient, EventBus  # noqa: E402
+from actors.events.bus import BusClient, EventBus  # noqa: E402
 from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import (GetDiscoveryStatus, ListServices, RunDiscovery,  # noqa: E402
                                        ServicesChanged)

@@ -7,7 +7,7 @@ import json  # noqa: E402
 import pykka  # noqa: E402
 import pytest  # noqa: E402
 
-from actors.bus import BusClient, EventBus  # noqa: E402
+from actors.events.bus import BusClient, EventBus  # noqa: E402
 from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import (GetDiscoveryStatus, ListServices, RegisterServer,  # noqa: E402
                                        RunDiscovery, UnregisterServer)

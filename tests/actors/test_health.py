@@ -8,9 +8,9 @@ import gevent  # noqa: E402
 import pykka  # noqa: E402
 import pytest  # noqa: E402
 
-from actors.bus import BusClient, EventBus  # noqa: E402
-from actors.events import StartupSettled  # noqa: E402
-from actors.config import ServerConfig, StdioSpec  # noqa: E402
+from actors.events.bus import BusClient, EventBus  # noqa: E402
+from actors.events.kinds import StartupSettled  # noqa: E402
+from actors.settings.config import ServerConfig, StdioSpec  # noqa: E402
 from actors.discovery import engine as engine_mod  # noqa: E402
 from actors.discovery.messages import ListServices, RunDiscovery  # noqa: E402
 from actors.discovery.probe import probe  # noqa: E402

@@ -5,7 +5,7 @@ import gevent
 import pykka
 import pytest
 
-from actors import config
+from actors.settings import config
 from actors.runtime import Runtime
 from actors.serve.sessions import SessionTable
 from tests.support import wait_until

@@ -7,9 +7,9 @@ from types import MappingProxyType
 import pykka
 import pytest
 
-from actors.bus import BusClient, EventBus
+from actors.events.bus import BusClient, EventBus
 from actors.messages import DropServer, PublishServer
-from actors.registry import CatalogueBox, Registry
+from actors.catalogue.registry import CatalogueBox, Registry
 from actors.trust import digest as dg
 from actors.trust.keeper import TrustBox
 from actors.trust.ledger import Pinned, TrustSnapshot

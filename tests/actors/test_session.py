@@ -9,13 +9,13 @@ import gevent
 import pykka
 import pytest
 
-from actors import config
-from actors.connection import Connection
-from actors.forwarding import Retry
+from actors.settings import config
+from actors.upstream.connection import Connection
+from actors.downstream.forwarding import Retry
 from actors.messages import ClientMessage
-from actors.replies import passthrough
+from actors.downstream.replies import passthrough
 from actors.runtime import Runtime
-from actors.session import DEADLINE_MARGIN, Session
+from actors.downstream.session import DEADLINE_MARGIN, Session
 from tests.support import PYTHON, ROOT, wait_until
 
 TIMEOUT = 1.0  # the echo server's per-request timeout in these tests

@@ -7,12 +7,12 @@ import gevent
 import pykka
 import pytest
 
-from actors.bus import BusClient, EventBus
-from actors.config import ServerConfig, StdioSpec
-from actors.directory import DirectoryBox
-from actors.policy import Policy
-from actors.registry import CatalogueBox, Registry
-from actors.supervisor import Supervisor
+from actors.events.bus import BusClient, EventBus
+from actors.settings.config import ServerConfig, StdioSpec
+from actors.supervision.directory import DirectoryBox
+from actors.supervision.policy import Policy
+from actors.catalogue.registry import CatalogueBox, Registry
+from actors.supervision.supervisor import Supervisor
 from tests.support import wait_until
 
 FAST = Policy(intensity=2, period=60.0, min_backoff=0.01, max_backoff=0.02, jitter=0.0, cooldown=60.0)

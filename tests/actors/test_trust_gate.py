@@ -7,7 +7,7 @@ from dataclasses import replace
 import pykka
 import pytest
 
-from actors import config
+from actors.settings import config
 from actors.runtime import Runtime
 from actors.trust import ledger
 from actors.trust import provenance as trust

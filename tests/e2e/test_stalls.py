@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import requests
 
-from actors.bus import HISTORY_BYTES
-from actors.events import LOG_DATA_HISTORY_BYTES
+from actors.events.bus import HISTORY_BYTES
+from actors.events.kinds import LOG_DATA_HISTORY_BYTES
 from tests.e2e.test_metrics import McpHttp, scrape, value
 from tests.e2e.conftest import error_text
 from tests.support import wait_until

@@ -13,7 +13,7 @@ RUN_TIMEOUT = 60.0
 SNIPPET = """
 import json, sys
 {patch}
-from actors.config import from_data
+from actors.settings.config import from_data
 from actors.discovery.cli import run
 args = json.loads(sys.argv[1])
 config = from_data({{"discovery": args.pop("discovery")}})

@@ -4,7 +4,7 @@ monkey.patch_all()
 
 import time  # noqa: E402
 
-from actors.config import HttpSpec, ServerConfig  # noqa: E402
+from actors.settings.config import HttpSpec, ServerConfig  # noqa: E402
 from actors.discovery.probe import probe  # noqa: E402
 
 PROBE_TIMEOUT = 10.0

@@ -15,7 +15,7 @@ from gevent.pywsgi import WSGIServer
 
 from actors.protocol import jsonrpc
 from actors.transports.base import TransportError, TransportGarbage
-from actors.transports.sse import SseTransport
+from actors.transports.legacy_sse import SseTransport
 from actors.transports.streamable_http import StreamableHttpTransport
 from tests.support import wait_until
 

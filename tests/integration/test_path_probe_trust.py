@@ -12,7 +12,7 @@ import pykka
 import pytest
 import yaml
 
-from actors.bus import BusClient, EventBus
+from actors.events.bus import BusClient, EventBus
 from actors.discovery import engine as engine_mod
 from actors.discovery.messages import RunDiscovery
 from actors.discovery.providers.pathprobe import HELP_DIR_PREFIX, unsafe

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from actors import config
+from actors.settings import config
 
 
 def test_yaml_config_with_defaults_and_expansion(tmp_path, monkeypatch):

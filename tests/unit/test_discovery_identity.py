@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from actors.config import HttpSpec, ServerConfig, StdioSpec
+from actors.settings.config import HttpSpec, ServerConfig, StdioSpec
 from actors.discovery.identity import (FALLBACK_NAME, identity_of, normalise_url, redact_identity, redact_url,
                                        sanitise_name, unique_name, which_on)
 

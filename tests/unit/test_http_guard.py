@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.config import ConfigError, ServeConfig, from_data
+from actors.settings.config import ConfigError, ServeConfig, from_data
 from actors.serve.security import Guard, exposure_refusal, is_loopback
 
 PORT = 8765

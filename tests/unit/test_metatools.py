@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from actors import catalogue, metatools
+from actors.catalogue import snapshot as catalogue
+from actors.downstream import metatools
 
 
 def _cat(n_extra: int = 0):

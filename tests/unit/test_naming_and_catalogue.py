@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from actors import catalogue, naming
+from actors.catalogue import snapshot as catalogue, naming
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -1,8 +1,8 @@
 """Supervision policy as data: backoff doubling with jitter and a cap, per-server overrides."""
 import random
 
-from actors.config import PolicySpec, ServerConfig
-from actors.policy import Policy
+from actors.settings.config import PolicySpec, ServerConfig
+from actors.supervision.policy import Policy
 
 
 def test_backoff_doubles_from_the_minimum_to_the_cap_within_the_jitter():

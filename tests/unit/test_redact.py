@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.config import HttpSpec, ServerConfig, StdioSpec
+from actors.settings.config import HttpSpec, ServerConfig, StdioSpec
 from actors.discovery.identity import identity_of, redact_identity
 from actors.redact import REDACTED, launch_facts, redact_args, redact_url
 

@@ -1,6 +1,6 @@
 """A connection's resource subscriptions: upstream hears subscribe on the first follower and
 unsubscribe when the last one leaves (or its session goes away)."""
-from actors.subscriptions import SUBSCRIBE, UNSUBSCRIBE, UpstreamSubscriptions
+from actors.upstream.subscriptions import SUBSCRIBE, UNSUBSCRIBE, UpstreamSubscriptions
 
 
 def test_upstream_sees_only_the_first_subscribe_and_the_last_unsubscribe():

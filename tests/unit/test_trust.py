@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 
-from actors.config import ServerConfig, StdioSpec
+from actors.settings.config import ServerConfig, StdioSpec
 from actors.trust import digest as dg
 from actors.trust import ledger
 from actors.trust import provenance as trust
@@ -100,7 +100,7 @@ def test_default_path_follows_the_config_directory(tmp_path, monkeypatch):
 
 
 def test_shown_launch_never_carries_a_query_secret():
-    from actors.config import HttpSpec
+    from actors.settings.config import HttpSpec
     cfg = ServerConfig(name="r", transport="streamable-http", http=HttpSpec("https://h.example/mcp?api_key=SECRET"))
     assert "SECRET" not in trust.shown_launch(replace(cfg))
 

@@ -18,7 +18,7 @@ from tests.support import PYTHON, ROOT
 pytestmark = pytest.mark.timeout(120)  # a backstop only: every read below has its own timeout
 
 TIMEOUT = 15.0
-COMMAND = [PYTHON, "-m", "actors.servers.workspace", "--root"]
+COMMAND = [PYTHON, "-m", "actors.bundled.workspace", "--root"]
 
 
 class StdioPeer:
@@ -338,7 +338,7 @@ def test_official_sdk_client(tree, tmp_path):
 def test_runs_from_any_cwd_with_default_root(tree):
     # The default root is the working directory; the package must still import from the project.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([PYTHON, "-m", "actors.servers.workspace"], cwd=tree, env=env, timeout=TIMEOUT,
+    proc = subprocess.run([PYTHON, "-m", "actors.bundled.workspace"], cwd=tree, env=env, timeout=TIMEOUT,
                           input=b'{"jsonrpc":"2.0","id":1,"method":"resources/list"}\n', capture_output=True)
     assert proc.returncode == 0
     names = {r["name"] for r in json.loads(proc.stdout)["result"]["resources"]}

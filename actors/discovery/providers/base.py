@@ -8,7 +8,7 @@ import gevent
 import pykka
 from loguru import logger
 
-from ..messages import Discover, ProviderResult, fail, resolve
+from actors.discovery.messages import Discover, ProviderResult, fail, resolve
 
 STOP_TIMEOUT = 5.0  # a scan being stopped gets this long to kill its children
 

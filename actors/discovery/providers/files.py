@@ -6,13 +6,22 @@ from typing import Any
 
 import gevent
 
-from ..identity import identity_of, which_on
-from ..messages import ProviderResult, ServiceRecord
+from actors.discovery.identity import identity_of, which_on
+from actors.discovery.messages import ProviderResult, ServiceRecord
 from dataclasses import replace
 
-from ..sources import (VSCODE_SERVERS, ClaudeApprovals, Location, SourceError, claude_approvals, entries,
-                       entry_to_config, parse_json, read_limited)
-from .base import ProviderActor
+from actors.discovery.sources import (
+    VSCODE_SERVERS,
+    ClaudeApprovals,
+    Location,
+    SourceError,
+    claude_approvals,
+    entries,
+    entry_to_config,
+    parse_json,
+    read_limited,
+)
+from actors.discovery.providers.base import ProviderActor
 
 
 def load(path, max_bytes: int) -> tuple[Any, str | None]:

@@ -17,11 +17,11 @@ import gevent.os
 import gevent.pool
 from loguru import logger
 
-from ...config import ServerConfig, StdioSpec
-from ..identity import identity_of, which_on
-from ..messages import ProviderResult, ServiceRecord
-from ..sources import CONFIDENCE_PATH, PLACEHOLDER
-from .base import ProviderActor
+from actors.settings.config import ServerConfig, StdioSpec
+from actors.discovery.identity import identity_of, which_on
+from actors.discovery.messages import ProviderResult, ServiceRecord
+from actors.discovery.sources import CONFIDENCE_PATH, PLACEHOLDER
+from actors.discovery.providers.base import ProviderActor
 
 # Only names like these are ever run; everything else on PATH is left alone.
 NAME_PATTERNS = ("mcp-server-*", "*-mcp", "*-mcp-server")

@@ -7,16 +7,16 @@ import gevent
 import pykka
 from loguru import logger
 
-from . import catalogue
-from .bus import BusClient
-from .catalogue import Catalogue, ServerLists
-from .events import ToolsChanged
-from .messages import DropServer, PublishServer
-from .tells import tell
-from .trust.keeper import TrustBox
-from .trust.ledger import KINDS, Pinned
-from .trust.messages import PinFirstSight, ReportWithheld, TrustChanged
-from .trust.pinning import digests, screen
+from actors.catalogue import snapshot as catalogue
+from actors.events.bus import BusClient
+from actors.catalogue.snapshot import Catalogue, ServerLists
+from actors.events.kinds import ToolsChanged
+from actors.messages import DropServer, PublishServer
+from actors.tells import tell
+from actors.trust.keeper import TrustBox
+from actors.trust.ledger import KINDS, Pinned
+from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
+from actors.trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
 

@@ -9,8 +9,8 @@ import gevent
 import gevent.lock
 from loguru import logger
 
-from . import config as config_mod
-from .events import ConfigReloaded
+from actors.settings import config as config_mod
+from actors.events.kinds import ConfigReloaded
 
 POLL_S = 1.0
 SETTLE_S = 0.2  # a change counts once the file has not moved for this long

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from loguru import logger
 
-from . import naming
+from actors.catalogue import naming
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ class Catalogue:
         return self.tool_index.get(name)
 
     def validator(self, entry: Entry):
-        from .protocol.validation import compile_validator
+        from actors.protocol.validation import compile_validator
         return self.derived(("validator", entry.name),
                             lambda: compile_validator(entry.name, entry.definition.get("inputSchema")))
 

@@ -16,9 +16,9 @@ import requests.adapters
 import sseclient
 from loguru import logger
 
-from ..protocol import jsonrpc
-from ..redact import redact_url
-from .base import OnClosed, OnMessage, TransportError, TransportGarbage
+from actors.protocol import jsonrpc
+from actors.redact import redact_url
+from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # sseclient's default reader iterates the response, and urllib3 fills a whole

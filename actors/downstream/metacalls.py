@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import coretools, metatools
-from .catalogue import Catalogue
-from .protocol import jsonrpc
-from .replies import prompt_as_tool, resource_as_tool
+from actors.downstream import coretools, metatools
+from actors.catalogue.snapshot import Catalogue
+from actors.protocol import jsonrpc
+from actors.downstream.replies import prompt_as_tool, resource_as_tool
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from actors.runtime import Runtime
 
 
 class MetaCalls:

@@ -5,7 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
-from .stats import LATENCY_BUCKETS
+from actors.upstream.stats import LATENCY_BUCKETS
 
 # generate_latest writes the classic text format; newer clients label it "version=1.0.0",
 # which Prometheus before 3.0 does not know, so name the version every scraper reads.

@@ -4,9 +4,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from . import metatools
-from .messages import UpstreamError
-from .protocol import jsonrpc
+from actors.downstream import metatools
+from actors.messages import UpstreamError
+from actors.protocol import jsonrpc
 
 
 PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue

@@ -416,7 +416,7 @@ def serve(root: Path, stdin=None, stdout=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m actors.servers.workspace", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m actors.bundled.workspace", description=__doc__)
     parser.add_argument("--root", default=".", help="workspace directory to serve (default: current directory)")
     root = Path(parser.parse_args(argv).root).resolve()
     if not root.is_dir():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gevent
 import pykka
 
-from .protocol import jsonrpc
+from actors.protocol import jsonrpc
 
 IDEMPOTENT_METHODS = frozenset({"resources/read", "prompts/get", "completion/complete"})
 RETRY_WAIT = 15.0  # how long an idempotent request waits for its server to come back

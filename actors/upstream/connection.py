@@ -9,17 +9,32 @@ import gevent
 import pykka
 from loguru import logger
 
-from .config import ServerConfig
-from .events import ResourceUpdated, ServerLogged
-from .messages import (AnswerServer, CancelForward, ConnectionDegraded, ConnectionFailed, Forward, Inbound,
-                       NotifyUpstream, QueuedTimedOut, RequestTimedOut, ServerRequest, ServerRequestCancelled,
-                       SetLogLevel, TransportClosed, UpstreamError, GetStats, ConnectionRetired)
-from .listing import Listing
-from .subscriptions import UpstreamSubscriptions
-from .policy import HUNG_AFTER_TIMEOUTS
-from .protocol import jsonrpc, mcp
-from .stats import LogBudget, ServerStats
-from .transports.base import Transport, TransportError, TransportGarbage
+from actors.settings.config import ServerConfig
+from actors.events.kinds import ResourceUpdated, ServerLogged
+from actors.messages import (
+    AnswerServer,
+    CancelForward,
+    ConnectionDegraded,
+    ConnectionFailed,
+    Forward,
+    Inbound,
+    NotifyUpstream,
+    QueuedTimedOut,
+    RequestTimedOut,
+    ServerRequest,
+    ServerRequestCancelled,
+    SetLogLevel,
+    TransportClosed,
+    UpstreamError,
+    GetStats,
+    ConnectionRetired,
+)
+from actors.upstream.listing import Listing
+from actors.upstream.subscriptions import UpstreamSubscriptions
+from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
+from actors.protocol import jsonrpc, mcp
+from actors.upstream.stats import LogBudget, ServerStats
+from actors.transports.base import Transport, TransportError, TransportGarbage
 
 INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
 DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
@@ -34,15 +49,15 @@ RELAYED = mcp.RELAYED_REQUESTS
 def make_transport(config: ServerConfig, on_message, on_closed) -> Transport:
     """The transport a server's config asks for (imported lazily: HTTP pulls in requests)."""
     if config.transport == "stdio":
-        from .transports.stdio import StdioTransport
+        from actors.transports.stdio import StdioTransport
         assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
         return StdioTransport(config.name, config.stdio, on_message, on_closed,
                               max_message_bytes=config.max_message_bytes, write_timeout=config.timeout)
     if config.transport == "sse":
-        from .transports.sse import SseTransport
+        from actors.transports.legacy_sse import SseTransport
         assert config.http is not None  # config.py gives every HTTP server its HttpSpec
         return SseTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
-    from .transports.streamable_http import StreamableHttpTransport
+    from actors.transports.streamable_http import StreamableHttpTransport
     assert config.http is not None
     return StreamableHttpTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
 

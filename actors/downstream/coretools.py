@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .metatools import MetaError, _tool, text_result
+from actors.downstream.metatools import MetaError, _tool, text_result
 
 _NAME = {"name": {"type": "string", "description": "Server name, as core_mcpserver_list shows it."}}
 

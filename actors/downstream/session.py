@@ -8,17 +8,26 @@ import gevent
 import pykka
 from loguru import logger
 
-from . import coretools, metatools
-from .events import ResourceUpdated, ServerLogged
-from .messages import (CancelForward, CatalogueUpdated, ClientGone, ClientMessage, Forward, ForwardExpired,
-                       ForwardReplied, ServerRequest, ServerRequestCancelled, UpstreamError)
-from .protocol import jsonrpc, mcp, validation
-from .forwarding import IDEMPOTENT_METHODS, Retry, progress_relay, retry_when_back
-from .metacalls import MetaCalls
-from .relaying import RelayHandlers
-from .tells import tell as _tell
-from .replies import (BadCursor, page, passthrough, restore_uris,
-                      tool_outcome)
+from actors.downstream import coretools, metatools
+from actors.events.kinds import ResourceUpdated, ServerLogged
+from actors.messages import (
+    CancelForward,
+    CatalogueUpdated,
+    ClientGone,
+    ClientMessage,
+    Forward,
+    ForwardExpired,
+    ForwardReplied,
+    ServerRequest,
+    ServerRequestCancelled,
+    UpstreamError,
+)
+from actors.protocol import jsonrpc, mcp, validation
+from actors.downstream.forwarding import IDEMPOTENT_METHODS, Retry, progress_relay, retry_when_back
+from actors.downstream.metacalls import MetaCalls
+from actors.downstream.relaying import RelayHandlers
+from actors.tells import tell as _tell
+from actors.downstream.replies import BadCursor, page, passthrough, restore_uris, tool_outcome
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "resources": "notifications/resources/list_changed",

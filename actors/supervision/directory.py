@@ -7,7 +7,7 @@ from typing import Mapping
 
 import pykka
 
-from .config import ServerConfig
+from actors.settings.config import ServerConfig
 
 READY, DEGRADED = "ready", "degraded"
 CALLABLE_STATES = (READY, DEGRADED)

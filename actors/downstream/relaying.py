@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 import pykka
 from loguru import logger
 
-from .events import ServerLogged
-from .messages import Forward, ServerRequest, UpstreamError
-from .protocol import jsonrpc, mcp
-from .replies import ignore, passthrough
+from actors.events.kinds import ServerLogged
+from actors.messages import Forward, ServerRequest, UpstreamError
+from actors.protocol import jsonrpc, mcp
+from actors.downstream.replies import ignore, passthrough
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
-    from .session import _Call
+    from actors.runtime import Runtime
+    from actors.downstream.session import _Call
 
 LOG_LEVELS = mcp.LOG_LEVELS
 # The client capability each relayed server→client request needs.

@@ -11,24 +11,40 @@ import gevent.event
 import pykka
 from loguru import logger
 
-from . import __version__
-from .bus import BusClient
-from .config import ServerConfig
-from .connection import Connection, make_transport
-from .events import (CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted, ServerStateChanged,
-                     StartupSettled)
-from .messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
-                       ControlServer, DropServer, GetStatus, RestartDue, StatusReport)
-from .policy import ChildSpec, Policy
-from .stats import StatsSnapshot
-from .events import ApprovalAwaited
-from .tells import tell as _tell
-from .directory import Directory, DirectoryBox, ServerView
-from .messages import ConnectionRetired, DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
-from .protocol import mcp
-from .trust import provenance as trust
-from .trust.keeper import TrustBox
-from .trust.messages import TrustChanged
+from actors import __version__
+from actors.events.bus import BusClient
+from actors.settings.config import ServerConfig
+from actors.upstream.connection import Connection, make_transport
+from actors.events.kinds import (
+    CircuitOpened,
+    ServerConnected,
+    ServerDisconnected,
+    ServerRestarted,
+    ServerStateChanged,
+    StartupSettled,
+)
+from actors.messages import (
+    ApplyServers,
+    ConnectionCounts,
+    ConnectionDegraded,
+    ConnectionFailed,
+    ConnectionReady,
+    ControlServer,
+    DropServer,
+    GetStatus,
+    RestartDue,
+    StatusReport,
+)
+from actors.supervision.policy import ChildSpec, Policy
+from actors.upstream.stats import StatsSnapshot
+from actors.events.kinds import ApprovalAwaited
+from actors.tells import tell as _tell
+from actors.supervision.directory import Directory, DirectoryBox, ServerView
+from actors.messages import ConnectionRetired, DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
+from actors.protocol import mcp
+from actors.trust import provenance as trust
+from actors.trust.keeper import TrustBox
+from actors.trust.messages import TrustChanged
 
 STARTING, READY, DEGRADED, BACKOFF, FAILED, STOPPED = "starting", "ready", "degraded", "backoff", "failed", "stopped"
 PENDING_APPROVAL, DENIED = trust.PENDING, trust.DENIED  # never executed until an operator approves

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .messages import ConnectionCounts, ConnectionReady, PublishServer, UpstreamError
-from .protocol import jsonrpc, mcp
-from .trust.provenance import identity_key as trust_identity
+from actors.messages import ConnectionCounts, ConnectionReady, PublishServer, UpstreamError
+from actors.protocol import jsonrpc, mcp
+from actors.trust.provenance import identity_key as trust_identity
 
 if TYPE_CHECKING:
     import pykka
     from loguru import Logger
 
-    from .config import ServerConfig
-    from .transports.base import Transport
+    from actors.settings.config import ServerConfig
+    from actors.transports.base import Transport
 
 MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
 

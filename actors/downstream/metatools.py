@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from .catalogue import Catalogue, Entry
-from .search import Index
+from actors.catalogue.snapshot import Catalogue, Entry
+from actors.catalogue.search import Index
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000

@@ -9,7 +9,7 @@ import orjson
 import pykka
 from loguru import logger
 
-from .events import Event
+from actors.events.kinds import Event
 
 HISTORY_SIZE = 500  # events kept for /events and core_events…
 HISTORY_BYTES = 1024 * 1024  # …and at most this many bytes of them (as JSON), oldest dropped first

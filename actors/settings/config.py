@@ -9,14 +9,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, TypeVar, overload
 
-from . import redact
-from .configfile import ConfigError, Located, read
+from actors import redact
+from actors.settings.files import ConfigError, Located, read
 
 # The embedded default: beside the package in a checkout or editable install, under
 # the prefix's config/ (setup.cfg data_files) in a regular install.
-DEFAULT_CONFIG = next((p for p in (Path(__file__).resolve().parent.parent / "config" / "default.yaml",
+_CHECKOUT = Path(__file__).resolve().parents[2]  # actors/settings/config.py → the project root
+DEFAULT_CONFIG = next((p for p in (_CHECKOUT / "config" / "default.yaml",
                                    Path(sys.prefix) / "config" / "default.yaml") if p.exists()),
-                      Path(__file__).resolve().parent.parent / "config" / "default.yaml")
+                      _CHECKOUT / "config" / "default.yaml")
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
 SERVE_TRANSPORTS = ("stdio", "http")
 MODES = ("meta", "flat")

@@ -1,0 +1,1 @@
+"""Events: the EventBus actor and the past-tense events it fans out."""

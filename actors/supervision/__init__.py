@@ -1,0 +1,1 @@
+"""Supervision: the Supervisor actor, its policy as data, and the Directory snapshot it publishes."""

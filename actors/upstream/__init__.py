@@ -1,0 +1,1 @@
+"""The upstream side: one Connection actor per MCP server, its handshake, lists, stats and subscriptions."""
