@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import gevent
 import pykka
 from loguru import logger
 
-from actors.downstream import coretools, metatools
+from actors.downstream.client_requests import AnswerOverdue, ClientRequests
+from actors.downstream.client_subscriptions import ClientSubscriptions
+from actors.downstream.forwarding import IDEMPOTENT_METHODS, ForwardedCalls, Retry, progress_relay, retry_when_back
+from actors.downstream.replies import BadCursor, ignore, page
+from actors.downstream.resource_calls import ResourceCalls
+from actors.downstream.tool_calls import ToolCalls
 from actors.events.kinds import ResourceUpdated, ServerLogged
 from actors.messages import (
     CancelForward,
@@ -22,12 +26,8 @@ from actors.messages import (
     ServerRequestCancelled,
     UpstreamError,
 )
-from actors.protocol import jsonrpc, mcp, validation
-from actors.downstream.forwarding import IDEMPOTENT_METHODS, Retry, progress_relay, retry_when_back
-from actors.downstream.metacalls import MetaCalls
-from actors.downstream.relaying import RelayHandlers
+from actors.protocol import jsonrpc, mcp
 from actors.tells import tell as _tell
-from actors.downstream.replies import BadCursor, page, passthrough, restore_uris, tool_outcome
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
                        "resources": "notifications/resources/list_changed",
@@ -39,16 +39,6 @@ BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
 DEADLINE_MARGIN = 2.0
 
 
-class _Call:
-    """One forwarded request this Session owes exactly one answer to."""
-
-    __slots__ = ("server", "sink", "shape", "token", "ref", "retry", "timer")
-
-    def __init__(self, server, sink, shape, token, ref, retry):
-        self.server, self.sink, self.shape, self.token, self.ref, self.retry = server, sink, shape, token, ref, retry
-        self.timer: gevent.Greenlet | None = None
-
-
 class _Deferred:
     """A tools/list that waited for start-up to settle, now due."""
 
@@ -58,13 +48,17 @@ class _Deferred:
         self.message, self.sink = message, sink
 
 
-class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
+class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
     resource subscriptions; reads the catalogue and the server directory with no actor hop.
+    Request handlers come by family from ToolCalls and ResourceCalls (no state of their own);
+    the server requests relayed to the client and its subscriptions are held objects
+    (ClientRequests, ClientSubscriptions) that only this actor's greenlet touches.
 
     Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
-    Retry and _Deferred (answers, deadlines, retries and start-up waits of its own calls);
+    Retry, _Deferred and AnswerOverdue (answers, deadlines, retries and start-up waits of its own
+    calls, and the deadlines of requests relayed to the client);
     CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest and
     ServerRequestCancelled (from a Connection). Sends Forward and CancelForward to Connections,
     SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
@@ -81,16 +75,12 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
         self.protocol_version = mcp.LATEST
         self.initialized = False
         self.mode = mode or runtime.config.serve.mode
-        # client request id → _Call: a cancellation reaches the right upstream, a server→client
-        # request triggered by that call travels on the call's own stream, and the deadline
-        # this Session owns answers it if nothing else does
-        self._inflight: dict[Any, _Call] = {}
-        self._tokens = itertools.count(1)
-        self._outgoing: dict[str, tuple] = {}  # our request id → (on_reply, server, upstream id)
-        self._outgoing_ids = itertools.count(1)
+        me = self.actor_ref  # timers reach this Session through its own mailbox
+        self._inflight = ForwardedCalls(lambda rid, token: _tell(me, ForwardExpired(rid, token)))
+        self.client_requests = ClientRequests(lambda our_id: _tell(me, AnswerOverdue(our_id)))
+        self.subscriptions = ClientSubscriptions(self._unsubscribe_upstream)
         self._after_wait = False
         self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
-        self._subscribed: dict[tuple[str, str], str] = {}  # (server, upstream uri) → URI the client used
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
@@ -100,13 +90,10 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
     def on_stop(self) -> None:
         assert self.rt.bus is not None  # set before on_start, never cleared
         self.rt.bus.unsubscribe(self.key)
-        outgoing, self._outgoing = self._outgoing, {}
-        for on_reply, server, _ in outgoing.values():  # the upstream must not wait for a gone client
-            on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "the client went away", server=server))
+        self.client_requests.close("the client went away")  # the upstream must not wait for a gone client
         self._cancel_all("client disconnected")
         self.rt.set_log_level(self.actor_ref, None)
-        for server, uri in list(self._subscribed):
-            self._drop_subscription(server, uri)
+        self.subscriptions.close()
 
     def on_failure(self, exc_type, exc_value, traceback) -> None:
         # pykka skips on_stop after a crash: cancel this client's upstream calls anyway.
@@ -143,17 +130,19 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
                 self._forward(message.rid, message.server, message.method, message.params, message.sink,
                               message.shape, message.token, retry=False)
             case ServerRequest():
-                self._server_request(message)
+                # it travels on the stream of the client's call that triggered it, if still open
+                call = self._inflight.get(message.origin_request)
+                self.client_requests.send(message, self.client_caps, call.sink if call is not None else self.notify)
+            case AnswerOverdue(our_id=our_id):
+                self.client_requests.expire(our_id)
             case ServerRequestCancelled(server=server, upstream_id=uid):
-                for our_id, (_, srv, up) in list(self._outgoing.items()):
-                    if srv == server and up == uid:
-                        del self._outgoing[our_id]
-                        if self.notify is not None:
-                            self.notify(jsonrpc.notification("notifications/cancelled", {"requestId": our_id}))
+                for our_id in self.client_requests.cancelled(server, uid):
+                    if self.notify is not None:
+                        self.notify(jsonrpc.notification("notifications/cancelled", {"requestId": our_id}))
             case ServerLogged():
                 self._relay_log(message)
             case ResourceUpdated(server=server, uri=uri):
-                exposed = self._subscribed.get((server, uri))
+                exposed = self.subscriptions.exposed_uri(server, uri)
                 if exposed is not None and self.notify is not None:
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
             case ClientGone(reason=reason):
@@ -181,7 +170,8 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             return
         if method is None:
             if "result" in msg or "error" in msg:
-                self._client_response(msg)
+                if not self.client_requests.answer(msg):
+                    logger.debug("session {}: response to unknown request {!r} dropped", self.key, msg.get("id"))
             else:  # neither a request, a notification nor a response: say so
                 sink(jsonrpc.error(msg.get("id") if isinstance(msg.get("id"), (str, int)) else None,
                                    jsonrpc.INVALID_REQUEST, "message has no method, result or error"))
@@ -221,9 +211,8 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             self.rt.notify_upstreams("notifications/roots/list_changed")
         elif method == "notifications/cancelled":
             rid = params.get("requestId")
-            call = self._inflight.pop(rid, None) if isinstance(rid, (str, int)) else None
+            call = self._inflight.withdraw(rid)
             if call is not None:  # no answer is owed any more
-                _kill(call.timer)
                 _tell(call.ref, CancelForward(self.actor_ref, rid, str(params.get("reason") or "cancelled by client")))
 
     def _request(self, msg: dict, sink) -> None:
@@ -244,7 +233,7 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             logger.exception("session: {} failed", method)
             sink(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"troupe internal error in {method}: {exc}"))
 
-    # ---------------------------------------------------------------- lifecycle methods
+    # ---------------------------------------------------------------- lifecycle, logging, discover
 
     def _initialize(self, rid, params, sink, msg) -> None:
         self.client_caps = params.get("capabilities") or {}
@@ -269,17 +258,20 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
     def _ping(self, rid, params, sink, msg) -> None:
         sink(jsonrpc.result(rid, {}))
 
-    # ---------------------------------------------------------------- tools
-
-    def _tools_list(self, rid, params, sink, msg) -> None:
-        if self._starting_up():
-            self._defer(msg, sink)
+    def _set_level(self, rid, params, sink, msg) -> None:
+        level = params.get("level")
+        if level not in mcp.LOG_LEVELS:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"level must be one of {', '.join(mcp.LOG_LEVELS)}"))
             return
-        cat = self.rt.catalogue()
-        self._served_version["tools"] = cat.version
-        tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        tools += coretools.listed(self.rt.config.serve.client_admin)
-        self._paged(rid, params, sink, tools, "tools", cat.version)
+        self.log_level = level
+        self.rt.set_log_level(self.actor_ref, level)
+        sink(jsonrpc.result(rid, {}))
+
+    def _discover(self, rid, params, sink, msg) -> None:
+        # The stateless 2026-07-28 era is not served yet: clients fall back to initialize.
+        sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, "method not found: server/discover"))
+
+    # ---------------------------------------------------------------- answers and forwarding
 
     def _paged(self, rid, params, sink, items, key, version) -> None:
         try:
@@ -302,58 +294,6 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
                 pass
         gevent.spawn(later)
 
-    def _tools_call(self, rid, params, sink, msg) -> None:
-        name, args = params.get("name"), params.get("arguments")
-        if args is None:
-            args = {}
-        if not isinstance(name, str):
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "tools/call needs a tool name"))
-            return
-        if not isinstance(args, dict):
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
-            return
-        if name in coretools.CORE_NAMES:
-            rt = self.rt
-            gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt))))
-            return
-        cat = self.rt.catalogue()
-        if self.mode == "meta" and name in metatools.META_NAMES:
-            self._meta(rid, name, args, params, sink, cat, msg)
-            return
-        entry = cat.tool(name) if self.mode == "flat" else None
-        held = cat.withheld_tool(name) if entry is None and self.mode == "flat" else None
-        if held is not None:  # never passed through: the changed definition is exactly what waits
-            sink(jsonrpc.result(rid, metatools.text_result(held.message(), is_error=True)))
-            return
-        if entry is None and self._starting_up():
-            self._defer(msg, sink)  # its server may still be starting
-            return
-        bare = self.rt.passthrough_server() if entry is None and self.mode == "flat" else None
-        if bare is not None:
-            self._forward(rid, bare, "tools/call", params, sink, passthrough())
-            return
-        if entry is None:
-            hint = "list_tools or filter_tools" if self.mode == "meta" else "tools/list"
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} (see {hint})"))
-            return
-        self._call(rid, entry, args, params, sink)
-
-    def _call(self, rid, entry, args, params, sink) -> None:
-        problem = validation.problems(self.rt.catalogue().validator(entry), args)
-        if problem is not None:  # caught here, the model gets a precise reason and no server is bothered
-            sink(jsonrpc.result(rid, metatools.text_result(
-                f"invalid arguments for {entry.name}: {problem}. describe_tool shows its schema."
-                if self.mode == "meta" else f"invalid arguments for {entry.name}: {problem}", is_error=True)))
-            return
-        upstream = {"name": entry.original, "arguments": args}
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if isinstance(meta, dict):
-            upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
-        retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
-            self.rt.retry_tools(entry.server)
-        self._forward(rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
-
     def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                  retry: bool | None = None) -> None:
         """Send to the owning connection; `shape(rid, outcome)` builds the one answer.
@@ -367,16 +307,13 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             return
         if retry is None:
             retry = method in IDEMPOTENT_METHODS
-        token = next(self._tokens)
+        again = Retry(rid, server, method, params, sink, shape, progress_token) if retry else None
+        token = self._inflight.open(rid, server, sink, shape, ref, again,
+                                    self.rt.server_timeout(server) + DEADLINE_MARGIN)
         me = self.actor_ref
 
         def on_reply(outcome) -> None:  # runs in the connection's greenlet: a tell, nothing else
             _tell(me, ForwardReplied(rid, token, outcome))
-
-        again = Retry(rid, server, method, params, sink, shape, progress_token) if retry else None
-        call = self._inflight[rid] = _Call(server, sink, shape, token, ref, again)
-        call.timer = gevent.spawn_later(self.rt.server_timeout(server) + DEADLINE_MARGIN,
-                                        _tell, me, ForwardExpired(rid, token))
         on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
         if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.actor_ref,
                                   origin_request=rid)):
@@ -385,72 +322,43 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
 
     def _settle(self, rid, token: int, outcome) -> None:
         """The one answer to a forwarded request (or its retry once the server is back)."""
-        call = self._inflight.get(rid)
-        if call is None or call.token != token:
+        call = self._inflight.settle(rid, token)
+        if call is None:
             return  # cancelled, expired, or an answer to an earlier request that used this id
-        del self._inflight[rid]
-        _kill(call.timer)
         if call.retry is not None and isinstance(outcome, UpstreamError) and outcome.link_lost:
             gevent.spawn(retry_when_back, self.rt, self.actor_ref, call.server, call.ref, outcome, call.retry)
             return
         call.sink(call.shape(rid, outcome))
 
     def _expire(self, rid, token: int) -> None:
-        call = self._inflight.get(rid)
-        if call is None or call.token != token:
+        call = self._inflight.current(rid, token)
+        if call is None:
             return
         waited = self.rt.server_timeout(call.server) + DEADLINE_MARGIN
         _tell(call.ref, CancelForward(self.actor_ref, rid, "troupe's deadline passed"))
         self._settle(rid, token, UpstreamError(
             jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s", server=call.server))
 
-    # ---------------------------------------------------------------- resources and prompts
-
-    def _resources_list(self, rid, params, sink, msg) -> None:
-        cat = self.rt.catalogue()
-        self._served_version["resources"] = cat.version
-        self._paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat.version)
-
-    def _templates_list(self, rid, params, sink, msg) -> None:
-        cat = self.rt.catalogue()
-        self._paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates",
-                    cat.version)
-
-    def _resources_read(self, rid, params, sink, msg) -> None:
-        uri = params.get("uri")
-        owner = self._owner_or_not_found(rid, uri, sink)
-        if owner is None:
-            return
-        server, original = owner
-        self._forward(rid, server, "resources/read", {**params, "uri": original}, sink,
-                      passthrough(lambda r: restore_uris(r, original, uri)))
-
-    def _prompts_list(self, rid, params, sink, msg) -> None:
-        cat = self.rt.catalogue()
-        self._served_version["prompts"] = cat.version
-        self._paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat.version)
-
-    def _prompts_get(self, rid, params, sink, msg) -> None:
-        name = params.get("name")
-        cat = self.rt.catalogue()
-        entry = cat.prompt(name) if isinstance(name, str) else None
-        held = cat.withheld_prompt(name) if entry is None and isinstance(name, str) else None
-        if held is not None:
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, held.message()))
-            return
-        if entry is None and isinstance(name, str) and (bare := self.rt.passthrough_server()) is not None:
-            self._forward(rid, bare, "prompts/get", params, sink, passthrough())
-            return
-        if entry is None:
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown prompt: {name}"))
-            return
-        self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, passthrough())
-
-    def _discover(self, rid, params, sink, msg) -> None:
-        # The stateless 2026-07-28 era is not served yet: clients fall back to initialize.
-        sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, "method not found: server/discover"))
-
     # ---------------------------------------------------------------- notifications out
+
+    def _relay_log(self, event: ServerLogged) -> None:
+        if self.log_level is None or self.notify is None:
+            return
+        level = event.level if event.level in mcp.LOG_LEVELS else "info"
+        if mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
+            return
+        params = {"level": level, "logger": f"{event.server}/{event.logger}" if event.logger else event.server,
+                  "data": event.data}
+        self.notify(jsonrpc.notification("notifications/message", params))
+
+    def _unsubscribe_upstream(self, server: str, uri: str) -> None:
+        """The connection counts followers: upstream hears unsubscribe when the last one leaves."""
+        ref = self.rt.connection(server)
+        if ref is not None:
+            try:
+                ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self.actor_ref))
+            except pykka.ActorDeadError:
+                pass  # a new generation of it never heard of this subscription
 
     def _list_changed(self, lists, version: int) -> None:
         if self.notify is None or not self.initialized:
@@ -463,16 +371,8 @@ class Session(MetaCalls, RelayHandlers, pykka.ThreadingActor):
             self.notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))
 
     def _cancel_all(self, reason: str) -> None:
-        calls, self._inflight = list(self._inflight.values()), {}
-        for call in calls:
-            _kill(call.timer)
-        for ref in {call.ref for call in calls}:
+        for ref in self._inflight.close():
             _tell(ref, CancelForward(self.actor_ref, None, reason))
-
-
-def _kill(timer) -> None:
-    if timer is not None:
-        timer.kill(block=False)
 
 
 _METHODS = {
