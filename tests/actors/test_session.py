@@ -12,7 +12,7 @@ import pytest
 from actors.settings import config
 from actors.upstream.connection import Connection
 from actors.downstream.forwarding import Retry
-from actors.messages import ClientMessage
+from actors.messages import ClientMessage, ServerRequest, ServerRequestCancelled
 from actors.downstream.replies import passthrough
 from actors.runtime import Runtime
 from actors.downstream.session import DEADLINE_MARGIN, Session
@@ -91,3 +91,30 @@ def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_live
     assert answers[0]["id"] == 3 and "went away" in answers[0]["error"]["message"]
     assert session.is_alive()
     session.stop()
+
+
+def test_a_server_request_reaches_the_client_and_is_answered_once_even_when_the_client_leaves(runtime):
+    told: list = []  # the client's stream for unsolicited messages
+    session = Session.start(runtime, notify=told.append, key="relay", mode="flat")
+    answers: list = []
+    session.tell(ClientMessage({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}}}, answers.append))
+    replies: list = []
+    session.tell(ServerRequest("echo", 9, "sampling/createMessage", {"messages": []}, replies.append))
+    wait_until(lambda: told, 5, message="the request relayed to the client")
+    our_id = told[0]["id"]
+    assert told[0]["method"] == "sampling/createMessage" and our_id != 9
+    session.tell(ClientMessage({"jsonrpc": "2.0", "id": our_id, "result": {"role": "assistant"}}, answers.append))
+    session.tell(ClientMessage({"jsonrpc": "2.0", "id": our_id, "result": {"again": True}}, answers.append))
+    wait_until(lambda: replies, 5, message="the answer routed back")
+    # a withdrawn request: forgotten, the client told; one left open when the client goes away
+    session.tell(ServerRequest("echo", 10, "sampling/createMessage", {}, replies.append))
+    session.tell(ServerRequestCancelled("echo", 10))
+    wait_until(lambda: len(told) == 3, 5, message="the cancellation told to the client")
+    assert told[2] == {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": told[1]["id"]}}
+    session.tell(ServerRequest("echo", 11, "sampling/createMessage", {}, replies.append))
+    wait_until(lambda: len(told) == 4, 5, message="the last request relayed")
+    session.stop()
+    assert replies[0] == {"role": "assistant"}
+    assert len(replies) == 2 and "went away" in replies[1].message
+    assert [a["id"] for a in answers] == [1]  # the client's responses themselves get no answer
