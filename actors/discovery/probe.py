@@ -8,11 +8,12 @@ from typing import Any
 import gevent.queue
 from loguru import logger
 
+from actors.protocol import handshake, jsonrpc
 from actors.settings.config import ServerConfig
-from actors.protocol import jsonrpc
 from actors.transports.base import TransportError, TransportGarbage
+from actors.transports.factory import make_transport
 
-PROTOCOL_VERSION = "2025-06-18"
+# The probe's own name in clientInfo; version, params and the answer's check are handshake.py's.
 CLIENT_INFO = {"name": "troupe-health", "version": "1"}
 MAX_TOOL_PAGES = 50  # a server paging forever still gets a verdict
 CONNECT_TIMEOUT = 5.0  # HTTP connect, capped by the probe's own timeout
@@ -29,24 +30,6 @@ class _Closed:
 
     def __init__(self, reason: str):
         self.reason = reason
-
-
-def make_transport(config: ServerConfig, on_message, on_closed, timeout: float):
-    """The same transports the Connection actor uses, through the base.py contract."""
-    log = logger.bind(server=config.name)
-    if config.transport == "stdio":
-        from actors.transports.stdio import StdioTransport
-        assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
-        return StdioTransport(config.name, config.stdio, on_message, on_closed, log=log)
-    connect = min(CONNECT_TIMEOUT, timeout)
-    assert config.http is not None  # config.py gives every HTTP server its HttpSpec
-    if config.transport == "sse":
-        from actors.transports.legacy_sse import SseTransport
-        return SseTransport(config.name, config.http.url, dict(config.http.headers), on_message, on_closed,
-                            connect_timeout=connect, log=log)
-    from actors.transports.streamable_http import StreamableHttpTransport
-    return StreamableHttpTransport(config.name, config.http.url, dict(config.http.headers), on_message,
-                                   on_closed, connect_timeout=connect, log=log)
 
 
 class _Session:
@@ -114,22 +97,26 @@ def probe(config: ServerConfig, timeout: float) -> tuple[bool, str, int]:
     the transport's close; never raises an Exception (a kill still raises GreenletExit)."""
     inbox: gevent.queue.Queue = gevent.queue.Queue()
     try:
-        transport = make_transport(config, inbox.put, lambda reason: inbox.put(_Closed(reason)), timeout)
+        # The Connection's transports, the same way; only the connect wait is the probe's own.
+        transport = make_transport(config, inbox.put, lambda reason: inbox.put(_Closed(reason)),
+                                   connect_timeout=min(CONNECT_TIMEOUT, timeout))
     except ImportError as exc:
         return False, f"{config.transport} transport not available: {exc}", 0
     session = _Session(transport, inbox, time.monotonic() + timeout)
     try:
         transport.open()
-        init = session.call("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                                           "clientInfo": CLIENT_INFO})
+        init = session.call(*handshake.opening({}, CLIENT_INFO))  # a probe offers the server nothing
         if "error" in init:
             return False, f"initialize failed: {_error_text(init)}", 0
-        result = init.get("result") or {}
-        version = result.get("protocolVersion")
-        if isinstance(version, str):
-            transport.set_protocol_version(version)
-        transport.send(jsonrpc.notification("notifications/initialized"))
-        tools = _count_tools(session) if "tools" in (result.get("capabilities") or {}) else None
+        try:
+            opened = handshake.accept(init.get("result"))
+        except handshake.HandshakeError as exc:
+            return False, str(exc), 0
+        transport.set_protocol_version(opened.version)
+        confirm = handshake.confirmation(opened)
+        if confirm is not None:
+            transport.send(confirm)
+        tools = _count_tools(session) if "tools" in opened.capabilities else None
         if tools is not None:
             return True, f"ok: {tools} tools", tools
         ping = session.call("ping")

@@ -35,7 +35,7 @@ class Transport(Protocol):
     """What the Connection actor needs from a transport; no pykka in here.
 
     Implementations: stdio.StdioTransport, streamable_http.StreamableHttpTransport,
-    sse.SseTransport. All methods are called from the Connection actor's greenlet
+    legacy_sse.SseTransport. All methods are called from the Connection actor's greenlet
     and must not block it for long: network round trips run in their own greenlets.
     """
 

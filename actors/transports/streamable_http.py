@@ -12,19 +12,16 @@ from loguru import logger
 from actors.protocol import jsonrpc
 from actors.redact import redact_url
 from actors.transports.base import OnClosed, OnMessage, TransportGarbage
-from actors.transports.legacy_sse import (
+from actors.transports.http_base import (
     DEFAULT_CONNECT_TIMEOUT,
     JSON_MEDIA_TYPE,
     POST_READ_TIMEOUT,
-    SSE_MEDIA_TYPE,
     HttpTransportBase,
-    StreamCursor,
     describe_exc,
     error_detail,
     media_type,
-    parse_payload,
-    sse_events,
 )
+from actors.transports.sse_stream import SSE_MEDIA_TYPE, StreamCursor, parse_payload, sse_events
 
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"

@@ -1,87 +1,54 @@
 """Connection actor: the client side of MCP for one upstream server."""
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
-import gevent
 import pykka
 from loguru import logger
 
-from actors.settings.config import ServerConfig
-from actors.events.kinds import ResourceUpdated, ServerLogged
 from actors.messages import (
     AnswerServer,
     CancelForward,
-    ConnectionDegraded,
+    ConnectionCounts,
     ConnectionFailed,
+    ConnectionReady,
+    ConnectionRetired,
     Forward,
+    GetStats,
     Inbound,
     NotifyUpstream,
+    PublishServer,
     QueuedTimedOut,
     RequestTimedOut,
-    ServerRequest,
-    ServerRequestCancelled,
     SetLogLevel,
     TransportClosed,
     UpstreamError,
-    GetStats,
-    ConnectionRetired,
 )
-from actors.upstream.listing import Listing
-from actors.upstream.subscriptions import UpstreamSubscriptions
+from actors.protocol import handshake, jsonrpc, mcp
+from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
-from actors.protocol import jsonrpc, mcp
-from actors.upstream.stats import LogBudget, ServerStats
 from actors.transports.base import Transport, TransportError, TransportGarbage
+from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
+from actors.trust.provenance import identity_key as trust_identity
+from actors.upstream.listing import UpstreamLists
+from actors.upstream.liveness import Liveness
+from actors.upstream.requests import RequestTable, outcome_of, usable_id
+from actors.upstream.server_messages import ServerMessages
+from actors.upstream.stats import LogBudget, ServerStats
+from actors.upstream.subscriptions import UpstreamSubscriptions
+from actors.upstream.waiting import WaitingLine
 
 INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
-DEGRADED_AFTER_TIMEOUTS = 3  # consecutive timeouts before the server shows as degraded
-PING_TIMEOUT = 5.0  # the liveness ping after `hung_after` timeouts in a row (at most the server's timeout)
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
-CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits this long for a person
 MIN_SEND_WINDOW = 0.1  # a queued call that gets its slot with less time left than this is answered, not sent
-# Server→client requests troupe relays, and the client capability each needs.
-RELAYED = mcp.RELAYED_REQUESTS
 
 
-def make_transport(config: ServerConfig, on_message, on_closed) -> Transport:
-    """The transport a server's config asks for (imported lazily: HTTP pulls in requests)."""
-    if config.transport == "stdio":
-        from actors.transports.stdio import StdioTransport
-        assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
-        return StdioTransport(config.name, config.stdio, on_message, on_closed,
-                              max_message_bytes=config.max_message_bytes, write_timeout=config.timeout)
-    if config.transport == "sse":
-        from actors.transports.legacy_sse import SseTransport
-        assert config.http is not None  # config.py gives every HTTP server its HttpSpec
-        return SseTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
-    from actors.transports.streamable_http import StreamableHttpTransport
-    assert config.http is not None
-    return StreamableHttpTransport(config.name, config.http.url, config.http.headers, on_message, on_closed)
-
-
-@dataclass(slots=True)
-class _Pending:
-    """One request this Connection sent upstream and still awaits: how to answer it, its timer,
-    and for a client's call (`counted`) its progress relay and the calling session and request id."""
-
-    method: str
-    on_reply: Callable[[Any], None]
-    timer: gevent.Greenlet | None
-    started: float
-    timeout: float
-    counted: bool = False  # a client call (stats, in-flight) rather than troupe's own request
-    on_progress: Callable[[dict], None] | None = None
-    origin: Any = None
-    origin_request: Any = None
-
-
-class Connection(Listing, pykka.ThreadingActor):
-    """Owns one upstream server's transport, its requests in flight (each with a timer), the
-    calls queued beyond max_in_flight, the server's requests it relays to clients, the resource
-    subscriptions and its lists (see Listing).
+class Connection(pykka.ThreadingActor):
+    """Owns one upstream server's transport and, each in a plain object only its greenlet
+    touches: its requests in flight (RequestTable), the calls waiting beyond max_in_flight
+    (WaitingLine), what the server sends unasked (ServerMessages), its lists (UpstreamLists),
+    the resource subscriptions and the timeouts in a row (Liveness).
 
     Receives Forward (answered through its on_reply), CancelForward, AnswerServer, SetLogLevel
     and NotifyUpstream; from its own greenlets Inbound, TransportClosed, RequestTimedOut and
@@ -103,25 +70,22 @@ class Connection(Listing, pykka.ThreadingActor):
         self.log = logger.bind(server=config.name)
         self._factory = transport_factory
         self._client_caps = client_capabilities or {}
-        self.bus = bus
-        # How a server→client request finds the session whose call triggered it (None: refuse them).
-        self._route = route_server_request
         self.log_level = log_level  # the level upstreams log at, as the Supervisor last told
         self.transport = None
-        self._next_id = 0
-        self._pending: dict[int, _Pending] = {}
-        self._queued: dict[int, tuple] = {}  # ticket → (Forward, timer, timeout, since), oldest first
-        self.subscriptions = UpstreamSubscriptions(
-            lambda method, params, on_reply: self._request(method, params, on_reply, timeout=self.config.timeout))
-        self._next_ticket = 0
-        self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref)
-        self._lists: dict[str, tuple] = {}
-        self._listing: set[str] = set()
+        # Timers only tell this actor: every deadline is handled in its own turn.
+        self.requests = RequestTable(self.stats, lambda rid: self._tell(RequestTimedOut(rid)), log=self.log)
+        self.waiting = WaitingLine(self.stats, lambda ticket: self._tell(QueuedTimedOut(ticket)))
+        self.subscriptions = UpstreamSubscriptions(self._own_request)
+        self.lists = UpstreamLists(self._own_request, self._publish, log=self.log)
+        self.server_messages = ServerMessages(
+            config.name, self.requests, self._send, route=route_server_request, bus=bus, log=self.log,
+            answer_later=lambda uid, outcome: self._tell(AnswerServer(uid, outcome)),
+            on_list_changed=self._list_changed)
         self._ready = False
         self._failed = False
-        self._timeouts_in_a_row = 0
-        self._hung_after = hung_after  # timeouts in a row before a ping decides whether it is hung
-        self._probing = False  # a liveness ping is out
+        self.liveness = Liveness(config.name, generation, hung_after, report=supervisor.tell, fail=self._fail,
+                                 ping=lambda on_reply, wait: self._request("ping", None, on_reply, timeout=wait),
+                                 log=self.log)
         self._log_budget = LogBudget()  # log lines about what the server sent that troupe dropped
         self.capabilities: dict = {}
         self.server_info: dict = {}
@@ -142,10 +106,8 @@ class Connection(Listing, pykka.ThreadingActor):
             self._fail(f"transport open failed: {exc}")
             return
         # What troupe can relay for its clients (see Runtime.upstream_capabilities).
-        caps = self._client_caps
-        self._request("initialize", {"protocolVersion": mcp.LATEST, "capabilities": caps,
-                                     "clientInfo": mcp.CLIENT_INFO},
-                      self._initialized, timeout=min(INIT_TIMEOUT, max(self.config.timeout, 5.0)))
+        method, params = handshake.opening(self._client_caps)
+        self._request(method, params, self._initialized, timeout=min(INIT_TIMEOUT, max(self.config.timeout, 5.0)))
 
     def on_stop(self) -> None:
         self._fail_all(f"{self.config.name}: connection stopped")
@@ -181,6 +143,49 @@ class Connection(Listing, pykka.ThreadingActor):
     def _transport_closed(self, reason: str) -> None:
         self._tell(TransportClosed(reason))
 
+    # ---------------------------------------------------------------- handshake and lists
+
+    def _initialized(self, outcome) -> None:
+        if isinstance(outcome, UpstreamError):
+            self._fail(f"initialize failed: {outcome.message}")
+            return
+        try:
+            opened = handshake.accept(outcome)
+        except handshake.HandshakeError as exc:
+            self._fail(str(exc))
+            return
+        self.protocol_version = opened.version
+        self.capabilities, self.server_info = opened.capabilities, opened.server_info
+        assert self.transport is not None  # opened in on_start before initialize was sent
+        self.transport.set_protocol_version(opened.version)
+        confirm = handshake.confirmation(opened)
+        if confirm is not None:
+            self._send(confirm)
+        self.lists.read(tuple(mcp.LIST_METHODS), self.capabilities)
+
+    def _publish(self, lists: dict[str, tuple]) -> None:
+        """Every list is read: to the registry; the first time, the server is ready."""
+        if self._failed:
+            return
+        self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
+                                         lists.get("tools", ()), lists.get("resources", ()),
+                                         lists.get("templates", ()), lists.get("prompts", ()),
+                                         self.capabilities, trust_identity(self.config), self.config.pin))
+        counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
+        if not self._ready:
+            self._ready = True
+            self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
+            if self.log_level:
+                self._set_log_level(self.log_level)
+            self.supervisor.tell(ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
+                                                 self.describe()))
+        else:
+            self.supervisor.tell(ConnectionCounts(self.config.name, self.generation, *counts))
+
+    def _list_changed(self, kinds: tuple) -> None:
+        if self._ready:
+            self.lists.read(kinds, self.capabilities)
+
     # ---------------------------------------------------------------- dispatch
 
     def on_receive(self, message):
@@ -198,7 +203,7 @@ class Connection(Listing, pykka.ThreadingActor):
             case CancelForward():
                 self._cancel(message)
             case AnswerServer(upstream_id=uid, outcome=outcome):
-                self._answer_server(uid, outcome)
+                self.server_messages.answer(uid, outcome)
             case SetLogLevel(level=level):
                 self.log_level = level
                 self._set_log_level(level)
@@ -228,26 +233,18 @@ class Connection(Listing, pykka.ThreadingActor):
     # own timeout; only a full queue is refused as busy.
 
     def _wait_for_slot(self, fwd: Forward) -> None:
-        if len(self._queued) >= self.config.max_queued:
+        if len(self.waiting) >= self.config.max_queued:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE,
                                        f"server {self.config.name} is busy: {self.stats.in_flight} calls in "
-                                       f"flight and {len(self._queued)} waiting (max_queued "
+                                       f"flight and {len(self.waiting)} waiting (max_queued "
                                        f"{self.config.max_queued}); retry later", server=self.config.name))
             return
-        self._next_ticket += 1
-        ticket = self._next_ticket
-        timeout = fwd.timeout or self.config.timeout
-        timer = gevent.spawn_later(timeout, self._tell, QueuedTimedOut(ticket))
-        self._queued[ticket] = (fwd, timer, timeout, time.monotonic())
-        self.stats.queued = len(self._queued)
+        self.waiting.add(fwd, fwd.timeout or self.config.timeout)
 
     def _queue_timed_out(self, ticket: int) -> None:
-        entry = self._queued.pop(ticket, None)
-        if entry is None:
-            return
-        self.stats.queued = len(self._queued)
-        fwd, _, timeout, _ = entry
-        self._answer_no_slot(fwd, timeout)
+        expired = self.waiting.expire(ticket)
+        if expired is not None:
+            self._answer_no_slot(*expired)
 
     def _answer_no_slot(self, fwd: Forward, timeout: float) -> None:
         fwd.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT,
@@ -257,35 +254,30 @@ class Connection(Listing, pykka.ThreadingActor):
 
     def _next_in_line(self) -> None:
         """A slot was freed: the longest-waiting call goes now."""
-        while self._queued and self.stats.in_flight < self.config.max_in_flight and not self._failed:
-            ticket = next(iter(self._queued))
-            fwd, timer, timeout, since = self._queued.pop(ticket)
-            timer.kill(block=False)
-            self.stats.queued = len(self._queued)
-            # the wait counts against the call's timeout: queued or sent, it is answered in time
-            left = timeout - (time.monotonic() - since)
+        while len(self.waiting) and self.stats.in_flight < self.config.max_in_flight and not self._failed:
+            fwd, timeout, left = self.waiting.pop_oldest()
             if left < MIN_SEND_WINDOW:  # too late to be useful: the backend's work would only be cancelled
                 self._answer_no_slot(fwd, timeout)
                 continue
             self._dispatch(replace(fwd, timeout=left))
 
     def _dispatch(self, fwd: Forward) -> None:
-        self.stats.in_flight += 1
         self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
                       counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
                       origin_request=fwd.origin_request)
 
+    def _own_request(self, method: str, params: Any, on_reply) -> None:
+        """A request troupe makes for itself (lists, subscriptions), bounded by the server's timeout."""
+        self._request(method, params, on_reply, timeout=self.config.timeout)
+
     def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
                  on_progress=None, origin=None, origin_request=None) -> None:
-        self._next_id += 1
-        rid = self._next_id
+        rid = self.requests.open(method, on_reply, timeout=timeout, counted=counted, on_progress=on_progress,
+                                 origin=origin, origin_request=origin_request)
         if on_progress is not None:
             # troupe's own token upstream (the request id): unique on this connection
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
-        timer = gevent.spawn_later(timeout, self._tell, RequestTimedOut(rid))
-        self._pending[rid] = _Pending(method, on_reply, timer, time.perf_counter(), timeout, counted,
-                                      on_progress, origin, origin_request)
         assert self.transport is not None  # set in on_start before any request: only a ready server gets calls
         try:
             self.transport.send(jsonrpc.request(rid, method, params))
@@ -294,77 +286,32 @@ class Connection(Listing, pykka.ThreadingActor):
                                               server=self.config.name))
 
     def _complete(self, rid, outcome) -> None:
-        pending = self._pending.pop(rid, None)
-        if pending is None:
-            return  # answered already (timeout, cancel, death): late replies are dropped
-        if pending.timer is not None:
-            pending.timer.kill(block=False)
-        if pending.counted:
-            self.stats.in_flight -= 1
-            self.stats.record(time.perf_counter() - pending.started, not isinstance(outcome, UpstreamError))
-        try:
-            pending.on_reply(outcome)
-        except Exception:
-            self.log.exception("reply handler for {} failed", pending.method)
-        if pending.counted:
+        pending = self.requests.complete(rid, outcome)  # None: answered already, a late reply is dropped
+        if pending is not None and pending.counted:
             self._next_in_line()
 
     def _timed_out(self, rid: int) -> None:
-        pending = self._pending.get(rid)
+        pending = self.requests.get(rid)
         if pending is None:
             return
         self._send(jsonrpc.notification("notifications/cancelled", {"requestId": rid, "reason": "timeout"}))
-        if pending.counted:
-            self.stats.timeouts += 1
         stalled = getattr(self.transport, "write_stalled_for", lambda: None)()
         hint = f"; it has not read its input for {stalled:.1f}s" if stalled else ""
-        self._complete(rid, UpstreamError(jsonrpc.REQUEST_TIMEOUT,
-                                          f"server {self.config.name} did not answer {pending.method} "
-                                          f"within {pending.timeout:g}s (request cancelled){hint}",
-                                          server=self.config.name))
-        if pending.method in ("initialize", "ping"):
-            return
-        self._timeouts_in_a_row += 1
-        if self._timeouts_in_a_row == DEGRADED_AFTER_TIMEOUTS:
-            self.supervisor.tell(ConnectionDegraded(self.config.name, self.generation, False,
-                                                    f"{self._timeouts_in_a_row} requests timed out in a row"))
-        if self._hung_after and self._timeouts_in_a_row >= self._hung_after:
-            self._probe()
-
-    def _probe(self) -> None:
-        """Slow tools or a wedged server? A ping that also goes unanswered means wedged."""
-        if self._probing or self._failed:
-            return
-        self._probing = True
-        self._request("ping", None, self._pinged, timeout=min(PING_TIMEOUT, self.config.timeout))
-
-    def _pinged(self, outcome) -> None:
-        self._probing = False
-        # a reply to anything else meanwhile reset the count: then it is not wedged either
-        if isinstance(outcome, UpstreamError) and outcome.code == jsonrpc.REQUEST_TIMEOUT \
-                and self._timeouts_in_a_row >= self._hung_after:
-            self._fail(f"hung: {self._timeouts_in_a_row} requests timed out in a row and a ping got no "
-                       f"answer within {min(PING_TIMEOUT, self.config.timeout):g}s")
-        else:
-            self.log.info("{} requests timed out in a row, but it answers ping: slow, not hung",
-                          self._timeouts_in_a_row)
+        self.requests.time_out(rid, UpstreamError(jsonrpc.REQUEST_TIMEOUT,
+                                                  f"server {self.config.name} did not answer {pending.method} "
+                                                  f"within {pending.timeout:g}s (request cancelled){hint}",
+                                                  server=self.config.name))
+        if pending.counted:
+            self._next_in_line()
+        if pending.method not in ("initialize", "ping"):
+            self.liveness.timed_out(self.config.timeout, failed=self._failed)
 
     def _cancel(self, cancel: CancelForward) -> None:
-        def matches(fwd_or_pending) -> bool:
-            return fwd_or_pending.origin == cancel.origin and (
-                cancel.origin_request is None or fwd_or_pending.origin_request == cancel.origin_request)
         if cancel.origin_request is None:  # the session is going away: it follows nothing any more
             self.subscriptions.drop(cancel.origin)
-        for ticket in [t for t, (fwd, *_) in self._queued.items() if matches(fwd)]:
-            self._queued.pop(ticket)[1].kill(block=False)  # never sent: nothing to cancel upstream
-        self.stats.queued = len(self._queued)
-        doomed = [rid for rid, p in self._pending.items() if matches(p)]
+        self.waiting.drop_matching(cancel.origin, cancel.origin_request)
+        doomed = self.requests.cancel_matching(cancel.origin, cancel.origin_request)
         for rid in doomed:
-            pending = self._pending.pop(rid)
-            if pending.timer is not None:
-                pending.timer.kill(block=False)
-            if pending.counted:
-                self.stats.in_flight -= 1
             self._send(jsonrpc.notification("notifications/cancelled", {"requestId": rid, "reason": cancel.reason}))
         if doomed:
             self._next_in_line()
@@ -383,7 +330,7 @@ class Connection(Listing, pykka.ThreadingActor):
             lines = msg.lines  # the stdio reader sums a run of junk lines
             self.stats.garbage_lines += lines
             self._dropped(lines, f"ignored {lines} line(s) from server: {msg.reason}")
-            if msg.request_id is not None and _usable_id(msg.request_id):
+            if msg.request_id is not None:  # the table ignores an id that cannot be one of ours
                 self._complete(msg.request_id, UpstreamError(jsonrpc.INTERNAL_ERROR,
                                                              f"server {self.config.name}: {msg.reason}",
                                                              server=self.config.name))
@@ -392,109 +339,31 @@ class Connection(Listing, pykka.ThreadingActor):
             self.stats.garbage_lines += 1
             self._dropped(1, f"ignored a message that is not JSON-RPC ({type(msg).__name__})")
             return
-        if not _usable_id(msg.get("id")):
+        if not usable_id(msg.get("id")):
             self.stats.bad_ids += 1
             self._dropped(1, f"dropped a message whose id is a {type(msg['id']).__name__}: "
                              f"{repr(msg['id'])[:ID_PREVIEW_CHARS]}")
             return
         if "method" in msg:
             if "id" in msg:
-                self._server_request(msg)
+                self.server_messages.request(msg)
             else:
-                self._server_notification(msg)
+                self.server_messages.notification(msg)
             return
         rid = msg.get("id")
-        if rid not in self._pending:
-            self.log.debug("dropped reply for unknown or finished request {!r}", rid)
+        pending = self.requests.get(rid)
+        if pending is None:
+            self.requests.drop_late(rid)
             return
-        if self._timeouts_in_a_row and self._pending[rid].method != "ping":
-            if self._timeouts_in_a_row >= DEGRADED_AFTER_TIMEOUTS:
-                self.supervisor.tell(ConnectionDegraded(self.config.name, self.generation, True))
-            self._timeouts_in_a_row = 0
-        error = msg.get("error")
-        if error is not None:
-            if not isinstance(error, dict):
-                error = {"code": jsonrpc.INTERNAL_ERROR, "message": str(error)}
-            self._complete(rid, UpstreamError(error.get("code", jsonrpc.INTERNAL_ERROR),
-                                              str(error.get("message", "")), error.get("data"),
-                                              server=self.config.name))
-        else:
-            result = msg.get("result")
-            self._complete(rid, result if isinstance(result, dict) else {})
+        if pending.method != "ping":
+            self.liveness.answered()
+        self._complete(rid, outcome_of(msg, self.config.name))
 
     def _dropped(self, count: int, text: str) -> None:
         """Log what the server sent that troupe dropped, at most a few lines a second."""
         suppressed = self._log_budget.take(count)
         if suppressed is not None:
             self.log.warning("{}{}", text, f" ({suppressed} more not logged)" if suppressed else "")
-
-    def _server_request(self, msg: dict) -> None:
-        method, uid = msg["method"], msg["id"]
-        if method == "ping":
-            self._send(jsonrpc.result(uid, {}))
-            return
-        router = self._route
-        if method not in RELAYED or router is None:
-            self._send(jsonrpc.error(uid, jsonrpc.METHOD_NOT_FOUND, f"troupe does not relay {method}"))
-            return
-        # The client whose call is in flight here triggered it (the newest such call wins).
-        origin = origin_request = None
-        for p in reversed(self._pending.values()):
-            if p.origin is not None:
-                origin, origin_request = p.origin, p.origin_request
-                break
-        me = self.actor_ref
-
-        def on_reply(outcome) -> None:  # runs in the session's greenlet
-            try:
-                me.tell(AnswerServer(uid, outcome))
-            except pykka.ActorDeadError:
-                pass
-        timer = gevent.spawn_later(CLIENT_ANSWER_TIMEOUT, on_reply, UpstreamError(
-            jsonrpc.REQUEST_TIMEOUT, f"no client answered {method} within {CLIENT_ANSWER_TIMEOUT:g}s"))
-        params = msg.get("params")
-        params = params if isinstance(params, dict) else {}
-        session = router(ServerRequest(self.config.name, uid, method, params, on_reply, origin_request), origin)
-        self._relayed[uid] = (timer, session)
-
-    def _answer_server(self, uid, outcome) -> None:
-        entry = self._relayed.pop(uid, None)
-        if entry is None:
-            return  # answered already (timeout or cancel): one answer only
-        entry[0].kill(block=False)
-        if isinstance(outcome, UpstreamError):
-            self._send(jsonrpc.error(uid, outcome.code, outcome.message, outcome.data))
-        else:
-            self._send(jsonrpc.result(uid, outcome))
-
-    def _server_notification(self, msg: dict) -> None:
-        method, params = msg["method"], msg.get("params") or {}
-        if not isinstance(params, dict):
-            params = {}
-        if method == "notifications/progress":
-            token: Any = params.get("progressToken")
-            pending = self._pending.get(token) if _usable_id(token) else None
-            if pending is not None and pending.on_progress is not None:
-                pending.on_progress(params)
-        elif method in mcp.LIST_CHANGED:
-            if self._ready:
-                self._list(mcp.LIST_CHANGED[method])
-        elif method == "notifications/message":
-            if self.bus is not None:
-                self.bus.publish(ServerLogged(self.config.name, str(params.get("level") or "info"),
-                                              params.get("logger"), params.get("data")))
-        elif method == "notifications/resources/updated":
-            if self.bus is not None and isinstance(params.get("uri"), str):
-                self.bus.publish(ResourceUpdated(self.config.name, params["uri"]))
-        elif method == "notifications/cancelled":
-            uid = params.get("requestId")
-            entry = self._relayed.pop(uid, None) if _usable_id(uid) else None
-            if entry is not None:  # the server gave up on its own request to a client
-                entry[0].kill(block=False)
-                if entry[1] is not None:
-                    entry[1].tell(ServerRequestCancelled(self.config.name, params.get("requestId")))
-        else:
-            self.log.debug("unhandled notification {}", method)
 
     def _set_log_level(self, level: str) -> None:
         if self._ready and "logging" in self.capabilities:
@@ -516,33 +385,11 @@ class Connection(Listing, pykka.ThreadingActor):
         self.supervisor.tell(ConnectionFailed(self.config.name, self.generation, reason))
 
     def _fail_all(self, message: str) -> None:
-        queued, self._queued = self._queued, {}
-        self.stats.queued = 0
-        for fwd, timer, *_ in queued.values():
-            timer.kill(block=False)
+        lost = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name, link_lost=True)
+        for fwd in self.waiting.clear():
             try:
-                fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name,
-                                           link_lost=True))
+                fwd.on_reply(lost)
             except Exception:
                 self.log.exception("reply handler failed")
-        relayed, self._relayed = self._relayed, {}
-        for timer, _session in relayed.values():
-            timer.kill(block=False)
-        pending, self._pending = self._pending, {}
-        for p in pending.values():
-            if p.timer is not None:
-                p.timer.kill(block=False)
-            if p.counted:
-                self.stats.in_flight -= 1
-                self.stats.record(time.perf_counter() - p.started, False)
-            try:
-                p.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name,
-                                         link_lost=True))
-            except Exception:
-                self.log.exception("reply handler failed")
-
-
-def _usable_id(value) -> bool:
-    """A JSON-RPC id troupe can look up: a string, a number or null (a list or an object is not,
-    and true would pass for request 1)."""
-    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+        self.server_messages.clear()
+        self.requests.fail_all(lost)

@@ -1,0 +1,56 @@
+"""The client side of MCP's opening exchange, in one place for every client troupe has: the
+Connection actor and the discovery probe.
+
+The session era (every version in mcp.SUPPORTED_VERSIONS today) opens with `initialize`, checks
+the version the server chose, and confirms with `notifications/initialized`. A caller asks
+`opening()` what to send, hands the answer's result to `accept()`, and sends what
+`confirmation()` returns, if anything. The stateless era (MCP 2026-07-28, `server/discover`,
+no confirmation) belongs here too: a new opening, a new accept branch, `confirmation()` None,
+and the callers stay as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.protocol import jsonrpc, mcp
+
+INITIALIZE = "initialize"
+INITIALIZED = "notifications/initialized"
+
+
+class HandshakeError(Exception):
+    """The server's answer to the opening request cannot start a session; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """What a server told about itself when the session opened."""
+
+    version: str
+    capabilities: dict = field(default_factory=dict)
+    server_info: dict = field(default_factory=dict)
+
+
+def opening(capabilities: dict | None = None, client_info: dict | None = None) -> tuple[str, dict]:
+    """(method, params) of the first request: troupe's newest version, what the client can do
+    (the Connection relays sampling and the like; a probe offers nothing) and who asks."""
+    return INITIALIZE, {"protocolVersion": mcp.LATEST, "capabilities": capabilities or {},
+                        "clientInfo": client_info or mcp.CLIENT_INFO}
+
+
+def accept(result: Any) -> Handshake:
+    """The server's answer (the response's result) checked: a version troupe speaks, its
+    capabilities and serverInfo; HandshakeError otherwise."""
+    if not isinstance(result, dict):
+        raise HandshakeError(f"{INITIALIZE} answered with no result object ({type(result).__name__})")
+    version = result.get("protocolVersion")
+    if version not in mcp.SUPPORTED_VERSIONS:
+        raise HandshakeError(f"server speaks protocol {version!r}; troupe supports "
+                             f"{', '.join(mcp.SUPPORTED_VERSIONS)}")
+    return Handshake(version, result.get("capabilities") or {}, result.get("serverInfo") or {})
+
+
+def confirmation(handshake: Handshake) -> dict | None:
+    """The notification that completes the opening, or None when the version has none."""
+    return jsonrpc.notification(INITIALIZED)

@@ -1,0 +1,29 @@
+"""The one way troupe makes a client transport from a server's config: used by the Connection
+actor and by the discovery probe, so both reach a server the same way (same headers, same limits).
+Transports are imported lazily: the HTTP ones pull in requests."""
+from __future__ import annotations
+
+from loguru import logger
+
+from actors.settings.config import ServerConfig
+from actors.transports.base import OnClosed, OnMessage, Transport
+
+
+def make_transport(config: ServerConfig, on_message: OnMessage, on_closed: OnClosed, *,
+                   connect_timeout: float | None = None, log=logger) -> Transport:
+    """The transport the config asks for, not yet opened. connect_timeout bounds an HTTP connect
+    (None: the transport's default); the stdio transport has no connect step."""
+    if config.transport == "stdio":
+        from actors.transports.stdio import StdioTransport
+        assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
+        return StdioTransport(config.name, config.stdio, on_message, on_closed, log=log,
+                              max_message_bytes=config.max_message_bytes, write_timeout=config.timeout)
+    assert config.http is not None  # config.py gives every HTTP server its HttpSpec
+    headers = dict(config.http.headers)  # a copy: a transport may add to its own
+    timeouts = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
+    if config.transport == "sse":
+        from actors.transports.legacy_sse import SseTransport
+        return SseTransport(config.name, config.http.url, headers, on_message, on_closed, log=log, **timeouts)
+    from actors.transports.streamable_http import StreamableHttpTransport
+    return StreamableHttpTransport(config.name, config.http.url, headers, on_message, on_closed, log=log,
+                                   **timeouts)

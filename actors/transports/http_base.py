@@ -1,0 +1,221 @@
+"""What both HTTP client transports share: one requests.Session with a connection pool, an
+ordered outbox and its writer, callbacks guarded against late calls, a bounded close, and the
+helpers that name a failed request without quoting secrets."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+import gevent
+import gevent.pool
+import gevent.queue
+import orjson
+import requests
+import requests.adapters
+from loguru import logger
+
+from actors.protocol import jsonrpc
+from actors.redact import redact_url
+from actors.transports.base import OnClosed, OnMessage, TransportError
+from actors.transports.sse_stream import shutdown_response
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+JSON_MEDIA_TYPE = "application/json"
+# A POSTed message is acknowledged at once (202); a peer silent this long is gone.
+POST_READ_TIMEOUT = 30.0
+# How much of a failed response's body we read to quote the server's reason.
+ERROR_BODY_LIMIT = 4096
+ERROR_SNIPPET = 200
+# close() gives readers this long to notice their shut-down socket, then kills
+# whatever is left (a POST still waiting for its headers has no socket we can reach).
+CLOSE_GRACE = 0.3
+CLOSE_KILL_TIMEOUT = 0.3
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# on_closed's reason when the owner itself called close() (as stdio says it).
+CLOSED_BY_OWNER = "closed by troupe"
+POOL_SIZE = 128  # at least a server's max_in_flight (default 64) plus its streams
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+
+
+def media_type(resp: requests.Response) -> str:
+    return resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+
+
+def describe_exc(exc: BaseException) -> str:
+    """Name a request failure without quoting requests' message, which repeats the
+    URL with its query string (where a token may live)."""
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"{type(exc).__name__} ({cause.strerror})"
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "reason", None)
+        if not isinstance(cause, BaseException):
+            break
+    return type(exc).__name__
+
+
+def error_detail(resp: requests.Response) -> str:
+    """`HTTP 400 Bad Request: <the server's JSON-RPC error message>`, body bounded."""
+    detail = f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()
+    try:
+        body = resp.raw.read(ERROR_BODY_LIMIT, decode_content=True)
+        error = orjson.loads(body).get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            detail += f": {error['message'][:ERROR_SNIPPET]}"
+    except Exception:  # an HTML page, a broken body: the status line says enough
+        pass
+    return detail
+
+
+def request_failed(name: str, request_id: Any, detail: str, status: int | None = None) -> dict:
+    """The synthetic answer for a request the server will never answer."""
+    data = {"httpStatus": status} if status else None
+    return jsonrpc.error(request_id, jsonrpc.SERVER_UNAVAILABLE, f"{name}: {detail}", data)
+
+
+class HttpTransportBase:
+    """What both HTTP transports share: one requests.Session, an ordered outbox,
+    callbacks guarded against late calls, reader bookkeeping and a bounded close."""
+
+    def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+        self.name = name
+        self.url = url
+        self._headers = dict(headers)
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._connect_timeout = connect_timeout
+        self._log = log.bind(server=name)
+        self._http = requests.Session()
+        # One keep-alive connection per concurrent call: the default pool of 10 made a busy
+        # upstream open (and discard) a new TCP connection for every call past the tenth.
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE)
+        self._http.mount("http://", adapter)
+        self._http.mount("https://", adapter)
+        self._greenlets = gevent.pool.Group()
+        self._streams: set[requests.Response] = set()
+        self._outbox: gevent.queue.Queue = gevent.queue.Queue()
+        self._writer: gevent.Greenlet | None = None
+        self._closing = False
+        self._gone: str | None = None
+
+    def send(self, message: dict) -> None:
+        if self._closing:
+            raise TransportError(f"{self.name}: transport closed")
+        if self._gone:
+            raise TransportError(f"{self.name}: {self._gone}")
+        # One writer keeps messages in order (initialized before the next request);
+        # what may take long (a request's answer) runs in its own greenlet.
+        if self._writer is None:
+            self._writer = self._greenlets.spawn(self._write_loop)
+        self._outbox.put(message)
+
+    def describe(self) -> dict:
+        return {"url": redact_url(self.url)}
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise TransportError(f"{self.name}: transport closed")
+        parts = urlsplit(self.url)
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            raise TransportError(f"{self.name}: not an http(s) URL: {redact_url(self.url)}")
+
+    def close(self) -> None:
+        self._release()
+        # Same contract as the stdio transport: on_closed exactly once, also when
+        # the owner closed us, so the owner has one place where a link ends.
+        self._closing_reported()
+
+    def _release(self) -> None:
+        """Stop every greenlet, close every response and the session; idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        me = gevent.getcurrent()
+        if self._writer is not None and self._writer is not me:
+            self._writer.kill(block=False)
+        for resp in list(self._streams):
+            shutdown_response(resp)
+        others = [g for g in self._greenlets if g is not me]
+        gevent.joinall(others, timeout=CLOSE_GRACE)
+        gevent.killall([g for g in others if not g.dead], block=True, timeout=CLOSE_KILL_TIMEOUT)
+        for resp in list(self._streams):
+            resp.close()
+        self._streams.clear()
+        self._end_session()
+        self._http.close()
+
+    # -- for subclasses ---------------------------------------------------------
+
+    def _dispatch(self, message: dict) -> None:
+        raise NotImplementedError
+
+    def _end_session(self) -> None:
+        """Tell the server we are done, if the transport has a way to."""
+
+    def _write_loop(self) -> None:
+        while True:
+            message = self._outbox.get()
+            try:
+                self._dispatch(message)
+            except Exception as exc:  # the writer must outlive one bad message
+                self._log.opt(exception=exc).error("sending {} failed", _label(message))
+                self._fail(message, f"could not send: {type(exc).__name__}")
+
+    def _deliver(self, message: Any) -> None:
+        if self._closing:  # the owner let go of us; it answers its pending requests itself
+            return
+        try:
+            self._on_message(message)
+        except Exception as exc:
+            self._log.opt(exception=exc).error("on_message callback failed")
+
+    def _report_closed(self, reason: str) -> None:
+        """The link is gone (session expired, stream lost): on_closed, once."""
+        if self._closing or self._gone:
+            return  # after close() began, close() reports
+        self._gone = reason
+        self._log.warning("transport lost: {}", reason)
+        self._call_on_closed(reason)
+
+    def _closing_reported(self) -> None:
+        if not self._gone:
+            self._gone = CLOSED_BY_OWNER
+            self._call_on_closed(CLOSED_BY_OWNER)
+
+    def _call_on_closed(self, reason: str) -> None:
+        try:
+            self._on_closed(reason)
+        except Exception as exc:
+            self._log.opt(exception=exc).error("on_closed callback failed")
+
+    def _fail(self, message: dict, detail: str, status: int | None = None) -> None:
+        """A request gets exactly one answer even when HTTP failed; the rest is logged."""
+        if jsonrpc.is_request(message):
+            self._deliver(request_failed(self.name, message["id"], detail, status))
+        else:
+            self._log.warning("{} not delivered: {}", _label(message), detail)
+
+    @contextmanager
+    def _tracked(self, resp: requests.Response):
+        """Keep resp where close() can shut it down; close it whatever happens."""
+        self._streams.add(resp)
+        try:
+            yield resp
+        finally:
+            self._streams.discard(resp)
+            resp.close()
+
+
+def _label(message: dict) -> str:
+    return str(message.get("method") or "response")

@@ -1,0 +1,173 @@
+"""The requests one Connection has sent upstream and still awaits: ids, deadlines, one answer each.
+
+A plain object, not an actor: only its Connection's greenlet touches it. Deadline timers run in
+their own greenlets and only call `on_deadline(request_id)`, which the Connection turns into a
+tell to itself, so a timeout is handled in the actor's own turn like every other message.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gevent
+from loguru import logger
+
+from actors.messages import UpstreamError
+from actors.protocol import jsonrpc
+from actors.upstream.stats import ServerStats
+
+
+def usable_id(value) -> bool:
+    """A JSON-RPC id troupe can look up: a string, a number or null (a list or an object is not,
+    and true would pass for request 1)."""
+    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+
+
+def matches(entry, origin, origin_request) -> bool:
+    """Whether a pending request or a queued Forward belongs to a cancellation: the same calling
+    session, and the same client request unless the whole session is going (origin_request None)."""
+    return entry.origin == origin and (origin_request is None or entry.origin_request == origin_request)
+
+
+def outcome_of(reply: dict, server: str):
+    """A response message as the answer its request gets: the result (an object), or an UpstreamError."""
+    error = reply.get("error")
+    if error is None:
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
+    if not isinstance(error, dict):
+        error = {"code": jsonrpc.INTERNAL_ERROR, "message": str(error)}
+    return UpstreamError(error.get("code", jsonrpc.INTERNAL_ERROR), str(error.get("message", "")),
+                         error.get("data"), server=server)
+
+
+@dataclass(slots=True)
+class Pending:
+    """One request sent upstream and still awaited: how to answer it, its timer, and for a
+    client's call (`counted`) its progress relay and the calling session and request id."""
+
+    method: str
+    on_reply: Callable[[Any], None]
+    timer: gevent.Greenlet | None
+    started: float
+    timeout: float
+    counted: bool = False  # a client call (stats, in-flight) rather than troupe's own request
+    on_progress: Callable[[dict], None] | None = None
+    origin: Any = None
+    origin_request: Any = None
+
+
+class RequestTable:
+    """Owns the ids of one Connection's requests and their pending entries: each gets a deadline
+    timer when it is opened and exactly one answer, by `complete`, `time_out` or `fail_all`
+    (`cancel_matching` withdraws entries without answering: their caller asked for that).
+
+    Client calls (`counted`) are kept in `stats`: in_flight while pending, a latency and an
+    outcome once answered, a timeout when timed out. Answers for ids no longer pending (after a
+    timeout, a cancel or a fail-all) are dropped and counted in `late`.
+    """
+
+    def __init__(self, stats: ServerStats, on_deadline: Callable[[int], None], *, log=logger) -> None:
+        self.stats = stats
+        self._on_deadline = on_deadline  # runs in the timer's greenlet: must only tell the owner
+        self._log = log
+        self._next_id = 0
+        self._pending: dict[int, Pending] = {}
+        self.late = 0  # answers that came for a request no longer pending
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __contains__(self, request_id) -> bool:
+        return usable_id(request_id) and request_id in self._pending
+
+    def get(self, request_id) -> Pending | None:
+        """The pending entry for an id from the wire, whatever its type (None if unusable or gone)."""
+        return self._pending.get(request_id) if usable_id(request_id) else None
+
+    def open(self, method: str, on_reply: Callable[[Any], None], *, timeout: float, counted: bool = False,
+             on_progress=None, origin=None, origin_request=None) -> int:
+        """A new request: its id (unique on this table), with its deadline timer started."""
+        self._next_id += 1
+        rid = self._next_id
+        timer = gevent.spawn_later(timeout, self._on_deadline, rid)
+        self._pending[rid] = Pending(method, on_reply, timer, time.perf_counter(), timeout, counted,
+                                     on_progress, origin, origin_request)
+        if counted:
+            self.stats.in_flight += 1
+        return rid
+
+    def complete(self, request_id, outcome) -> Pending | None:
+        """Answer a pending request once; the entry, or None if it was answered already (counted late)
+        or the id cannot be one of ours."""
+        if not usable_id(request_id):
+            return None  # not an id troupe gave out: nothing to answer, nothing late
+        pending = self._take(request_id)
+        if pending is None:
+            self.late += 1
+            return None
+        if pending.counted:
+            self.stats.record(time.perf_counter() - pending.started, not isinstance(outcome, UpstreamError))
+        self._answer(pending, outcome)
+        return pending
+
+    def drop_late(self, request_id) -> None:
+        """An answer for an id that is not pending: dropped, counted."""
+        self.late += 1
+        self._log.debug("dropped reply for unknown or finished request {!r}", request_id)
+
+    def time_out(self, request_id, outcome) -> Pending | None:
+        """The deadline passed (told through the owner's mailbox): answer with outcome, counted as a
+        timeout; None if it was answered meanwhile."""
+        pending = self.get(request_id)
+        if pending is None:
+            return None
+        if pending.counted:
+            self.stats.timeouts += 1
+        return self.complete(request_id, outcome)
+
+    def cancel_matching(self, origin, origin_request) -> list[int]:
+        """Withdraw, unanswered, the requests of a cancelled client call (or of a whole session when
+        origin_request is None); their ids, for the cancellation sent upstream."""
+        doomed = [rid for rid, p in self._pending.items() if matches(p, origin, origin_request)]
+        for rid in doomed:
+            self._take(rid)
+        return doomed
+
+    def latest_origin(self) -> tuple[Any, Any]:
+        """(session, client request id) of the newest pending client call, or (None, None)."""
+        for p in reversed(self._pending.values()):
+            if p.origin is not None:
+                return p.origin, p.origin_request
+        return None, None
+
+    def fail_all(self, outcome) -> int:
+        """Answer every pending request with outcome, each exactly once; how many there were."""
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if p.timer is not None:
+                p.timer.kill(block=False)
+            if p.counted:
+                self.stats.in_flight -= 1
+                self.stats.record(time.perf_counter() - p.started, False)
+            self._answer(p, outcome)
+        return len(pending)
+
+    def _take(self, request_id) -> Pending | None:
+        """Remove an entry (its timer stopped, its slot freed) without answering it."""
+        pending = self._pending.pop(request_id, None) if usable_id(request_id) else None
+        if pending is None:
+            return None
+        if pending.timer is not None:
+            pending.timer.kill(block=False)
+        if pending.counted:
+            self.stats.in_flight -= 1
+        return pending
+
+    def _answer(self, pending: Pending, outcome) -> None:
+        try:
+            pending.on_reply(outcome)
+        except Exception:  # one bad callback must not keep the others from their answer
+            self._log.exception("reply handler for {} failed", pending.method)
+

@@ -1,0 +1,169 @@
+"""The Connection's RequestTable on its own: ids, one answer per request, deadlines that only
+notify the owner, cancellation, fail-all and late replies. Also the shared handshake checks."""
+from __future__ import annotations
+
+import time
+
+import gevent
+import pytest
+
+from actors.messages import UpstreamError
+from actors.protocol import handshake, jsonrpc, mcp
+from actors.upstream.requests import RequestTable, outcome_of, usable_id
+from actors.upstream.stats import ServerStats
+
+LOST = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, "gone", link_lost=True)
+TIMED_OUT = UpstreamError(jsonrpc.REQUEST_TIMEOUT, "too slow")
+
+
+class Answers:
+    """Collects every answer each request got, to check there is exactly one."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, list] = {}
+
+    def for_(self, name: str):
+        self.got.setdefault(name, [])
+        return self.got[name].append
+
+
+def _table(deadlines: list | None = None) -> tuple[RequestTable, ServerStats]:
+    stats = ServerStats()
+    sink = deadlines if deadlines is not None else []
+    return RequestTable(stats, sink.append), stats
+
+
+def _wait_for(condition, bound: float = 5.0) -> None:
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        gevent.sleep(0.01)
+
+
+def test_ids_are_unique_and_entries_pending_until_answered():
+    table, _ = _table()
+    answers = Answers()
+    ids = [table.open("tools/call", answers.for_(str(n)), timeout=60) for n in range(50)]
+    assert len(set(ids)) == 50
+    assert len(table) == 50 and all(rid in table for rid in ids)
+    table.fail_all(LOST)  # no timer left behind
+
+
+def test_complete_answers_once_and_later_replies_are_dropped_and_counted():
+    table, stats = _table()
+    answers = Answers()
+    rid = table.open("tools/call", answers.for_("a"), timeout=60, counted=True)
+    assert stats.in_flight == 1
+    entry = table.complete(rid, {"content": []})
+    assert entry is not None and entry.method == "tools/call"
+    assert table.complete(rid, {"content": ["again"]}) is None
+    assert answers.got["a"] == [{"content": []}]
+    assert rid not in table and stats.in_flight == 0
+    assert stats.snapshot().calls == 1 and stats.snapshot().errors == 0
+    assert table.late == 1
+
+
+@pytest.mark.parametrize("bad", [[1], {"id": 1}, True])
+def test_unusable_ids_answer_nothing_and_raise_nothing(bad):
+    table, _ = _table()
+    answers = Answers()
+    table.open("ping", answers.for_("a"), timeout=60)  # id 1, which true must not pass for
+    assert not usable_id(bad)
+    assert table.complete(bad, {}) is None
+    assert table.get(bad) is None and bad not in table
+    assert answers.got["a"] == [] and len(table) == 1 and table.late == 0
+    table.fail_all(LOST)
+
+
+def test_the_deadline_only_notifies_the_owner_and_time_out_answers_exactly_once():
+    deadlines: list = []
+    table, stats = _table(deadlines)
+    answers = Answers()
+    rid = table.open("tools/call", answers.for_("a"), timeout=0.05, counted=True)
+    _wait_for(lambda: deadlines)
+    # the timer's greenlet told the owner and touched nothing: the entry is still pending
+    assert deadlines == [rid] and rid in table and answers.got["a"] == []
+    assert table.time_out(rid, TIMED_OUT) is not None
+    assert table.time_out(rid, TIMED_OUT) is None  # a second notice finds nothing
+    assert answers.got["a"] == [TIMED_OUT]
+    assert stats.timeouts == 1 and stats.in_flight == 0
+    assert table.complete(rid, {"late": True}) is None  # the reply after the timeout
+    assert answers.got["a"] == [TIMED_OUT] and table.late == 1
+
+
+def test_an_answer_stops_the_deadline_timer():
+    deadlines: list = []
+    table, _ = _table(deadlines)
+    rid = table.open("ping", lambda _: None, timeout=0.05)
+    entry = table.complete(rid, {})
+    assert entry is not None and entry.timer is not None
+    _wait_for(lambda: entry.timer.dead)
+    assert deadlines == []
+
+
+def test_fail_all_answers_every_pending_request_exactly_once():
+    table, stats = _table()
+    answers = Answers()
+    for n in range(5):
+        table.open("tools/call", answers.for_(str(n)), timeout=60, counted=n % 2 == 0)
+    done = table.open("ping", answers.for_("done"), timeout=60)
+    table.complete(done, {})
+    assert table.fail_all(LOST) == 5
+    assert table.fail_all(LOST) == 0
+    assert all(answers.got[str(n)] == [LOST] for n in range(5))
+    assert answers.got["done"] == [{}]
+    assert len(table) == 0 and stats.in_flight == 0
+    assert stats.snapshot().calls == 3 and stats.snapshot().errors == 3
+
+
+def test_a_failing_reply_handler_does_not_keep_the_others_from_their_answer():
+    table, _ = _table()
+    answers = Answers()
+
+    def broken(_outcome) -> None:
+        raise RuntimeError("handler bug")
+    table.open("tools/call", broken, timeout=60)
+    table.open("tools/call", answers.for_("b"), timeout=60)
+    table.fail_all(LOST)
+    assert answers.got["b"] == [LOST]
+
+
+def test_cancel_withdraws_the_matching_calls_unanswered():
+    table, stats = _table()
+    answers = Answers()
+    a1 = table.open("tools/call", answers.for_("a1"), timeout=60, counted=True, origin="A", origin_request=1)
+    a2 = table.open("tools/call", answers.for_("a2"), timeout=60, counted=True, origin="A", origin_request=2)
+    table.open("tools/call", answers.for_("b1"), timeout=60, counted=True, origin="B", origin_request=1)
+    assert table.cancel_matching("A", 1) == [a1]
+    assert a1 not in table and a2 in table and stats.in_flight == 2
+    assert table.latest_origin() == ("B", 1)
+    assert table.cancel_matching("A", None) == [a2]  # the whole session
+    assert answers.got["a1"] == [] and answers.got["a2"] == []
+    assert table.complete(a1, {}) is None and table.late == 1
+    table.fail_all(LOST)
+    assert answers.got["b1"] == [LOST] and table.latest_origin() == (None, None)
+
+
+def test_outcome_of_turns_a_response_into_a_result_or_an_error():
+    assert outcome_of({"id": 1, "result": {"x": 1}}, "s") == {"x": 1}
+    assert outcome_of({"id": 1, "result": [1]}, "s") == {}
+    error = outcome_of({"id": 1, "error": {"code": -32601, "message": "nope"}}, "s")
+    assert isinstance(error, UpstreamError) and (error.code, error.message, error.server) == (-32601, "nope", "s")
+    odd = outcome_of({"id": 1, "error": "text"}, "s")
+    assert isinstance(odd, UpstreamError) and odd.code == jsonrpc.INTERNAL_ERROR and odd.message == "text"
+
+
+def test_the_handshake_asks_for_the_newest_version_and_accepts_only_supported_ones():
+    method, params = handshake.opening({"sampling": {}})
+    assert method == "initialize"
+    assert params == {"protocolVersion": mcp.LATEST, "capabilities": {"sampling": {}}, "clientInfo": mcp.CLIENT_INFO}
+    assert handshake.opening(None, {"name": "probe", "version": "1"})[1]["capabilities"] == {}
+    opened = handshake.accept({"protocolVersion": mcp.SUPPORTED_VERSIONS[-1], "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "x"}})
+    assert (opened.version, opened.capabilities, opened.server_info) == \
+        (mcp.SUPPORTED_VERSIONS[-1], {"tools": {}}, {"name": "x"})
+    assert handshake.confirmation(opened) == jsonrpc.notification("notifications/initialized")
+    with pytest.raises(handshake.HandshakeError, match="1999-01-01"):
+        handshake.accept({"protocolVersion": "1999-01-01"})
+    with pytest.raises(handshake.HandshakeError, match="no result"):
+        handshake.accept(None)
