@@ -14,12 +14,13 @@ import gevent
 
 from actors.messages import ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, mcp
+from actors.upstream.server_messages import CLIENT_ANSWER_TIMEOUT
 
 # The client capability each relayed server→client request needs.
 NEEDS = mcp.RELAYED_REQUESTS
-# A little after the Connection's CLIENT_ANSWER_TIMEOUT (300 s), which answers its server first;
-# by the time this fires the answer from here is a duplicate the Connection drops.
-ANSWER_DEADLINE = 305.0
+# A little after the Connection's own timeout, which answers its server first; this one only
+# clears the Session's table of a request the client never answered.
+ANSWER_DEADLINE = CLIENT_ANSWER_TIMEOUT + 5.0
 
 
 class AnswerOverdue:
