@@ -20,7 +20,10 @@ FAST_RESTART = {"min_backoff": 0.05, "max_backoff": 0.2}
 BIG_ARGUMENT = 1024 * 1024  # far more than a pipe holds: a server that does not read blocks the write
 FLOOD_LINES_PER_SEC = 50_000
 FLOOD_WINDOW = 3.0  # seconds of calls made while the flood runs
-FAST_CALL = 1.0  # the bound on any one call to a healthy server, whatever the others do
+FAST_CALL = 1.0  # the bound on a typical (median) call to a healthy server, whatever the others do
+# The bound on the slowest one: a starved call waits for the whole flood (many seconds) or its
+# timeout; a busy 2-core CI machine alone can push one call past FAST_CALL.
+STARVED = 3.0
 LOG_BUDGET_BYTES = 1024 * 1024  # troupe's own stderr over the flood window
 RSS_GROWTH_BYTES = 60 * 1024 * 1024
 
@@ -71,7 +74,8 @@ def test_backend_that_stops_reading_stdin_fails_its_calls_and_is_restarted_as_hu
           f"{max(latencies) * 1000:.1f} ms over {len(latencies)} calls meanwhile")
     assert failed_after < TIMEOUT + 2
     assert "deaf" in text and ("stdin" in text or "not read its input" in text), text
-    assert len(latencies) >= 10 and max(latencies) < FAST_CALL, latencies
+    assert len(latencies) >= 10 and sorted(latencies)[len(latencies) // 2] < FAST_CALL, latencies
+    assert max(latencies) < STARVED, latencies
     # counted as hung, restarted, its whole group killed
     wait_until(lambda: (s := t.server_status("deaf"))["state"] == "ready" and s["pid"] != first, 20,
                message="deaf restarted")
@@ -120,8 +124,8 @@ def test_garbage_flood_is_counted_logged_sparingly_and_starves_nobody(make):
     print(f"flood: {rate:.0f} junk lines/s counted; echo call p50 {p50 * 1000:.1f} ms,"
           f" max {max(latencies) * 1000:.1f} ms over {len(latencies)} calls; flooder's own call "
           f"{flooder * 1000:.1f} ms; troupe logged {logged} bytes in {window:.1f}s")
-    assert max(latencies) < FAST_CALL, latencies
-    assert flooder < FAST_CALL
+    assert p50 < FAST_CALL and max(latencies) < STARVED, latencies
+    assert flooder < STARVED
     assert rate > FLOOD_LINES_PER_SEC / 5  # troupe reads and counts them, it does not fall behind for good
     assert status["state"] == "ready" and status["restarts"] == 0
     assert logged < LOG_BUDGET_BYTES
