@@ -2,11 +2,7 @@
 from __future__ import annotations
 
 import itertools
-import os
-import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, cast
 
@@ -16,6 +12,7 @@ from loguru import logger
 
 from actors.events.bus import BusClient
 from actors.events.kinds import DiscoveryCompleted, HealthChanged, ServiceAdded, ServiceRemoved, ServiceUpdated
+from actors.discovery.cycle import CycleDone, FilesChanged, Tick, collect, tick_every
 from actors.discovery.health import HealthChecker
 from actors.discovery import registration
 from actors.discovery.identity import which_on
@@ -36,10 +33,8 @@ from actors.discovery.messages import (
     fail,
     resolve,
 )
-from actors.discovery.providers.files import FileProvider
-from actors.discovery.providers.pathprobe import PathProbeProvider
-from actors.discovery.settings import PATH_PROVIDER, DiscoverySettings, parse
-from actors.discovery.sources import locations
+from actors.discovery.providers.lineup import start_providers
+from actors.discovery.settings import DiscoverySettings, parse
 from actors.discovery.store import open_store
 from actors.discovery.watcher import watch
 from actors.trust import provenance as trust
@@ -49,54 +44,12 @@ from actors.trust.messages import TrustChanged
 STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
 
 
-@dataclass(frozen=True, slots=True)
-class _CycleDone:
-    """Told by the _collect greenlet to its DiscoveryEngine: cycle `cycle` is over; `results` holds
-    the providers that answered, `failed` one line for each that did not (in time)."""
-
-    cycle: int
-    results: Mapping  # provider → ProviderResult
-    failed: Mapping  # provider → one-line reason
-    started_at: float
-    duration_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class _FilesChanged:
-    """Told by the file watcher to its DiscoveryEngine: these watched files or PATH directories changed."""
-
-    paths: tuple
-
-
-@dataclass(frozen=True, slots=True)
-class _Tick:
-    """Told by the periodic greenlet to its DiscoveryEngine every `interval` seconds: discover again."""
-
-
-def _collect(engine: pykka.ActorRef, cycle: int, futures: dict, deadline: float, failed: dict) -> None:
-    """Wait for every provider's answer with one deadline (a greenlet, never the actor)."""
-    started, t0 = time.time(), time.monotonic()
-    results = {}
-    for name, future in futures.items():
-        try:
-            results[name] = future.get(timeout=max(0.0, deadline - (time.monotonic() - t0)))
-        except pykka.Timeout:
-            failed[name] = f"{name}: no answer within {deadline:g}s; its last results are kept"
-        except Exception as exc:
-            failed[name] = str(exc) or f"{name}: {type(exc).__name__}"
-    try:
-        engine.tell(_CycleDone(cycle, MappingProxyType(results), MappingProxyType(failed), started,
-                               time.monotonic() - t0))
-    except pykka.ActorDeadError:
-        pass
-
-
 class DiscoveryEngine(pykka.ThreadingActor):
     """Owns the providers, the service store, the file watcher and (unless given one) a HealthChecker.
 
     Receives RunDiscovery (reply: DiscoveryReport), RegisterServer, UnregisterServer, ListServices,
     GetDiscoveryStatus, CheckHealth and GetHealth (forwarded), HealthChanged (from the bus),
-    TrustChanged, and _CycleDone, _FilesChanged and _Tick from its own greenlets. Sends Discover
+    TrustChanged, and CycleDone, FilesChanged and Tick from its own greenlets (actors.discovery.cycle). Sends Discover
     to providers, SetServices to the checker, ServicesChanged to `on_services`, and ServiceAdded,
     ServiceUpdated, ServiceRemoved and DiscoveryCompleted to the bus.
 
@@ -169,26 +122,11 @@ class DiscoveryEngine(pykka.ThreadingActor):
     def _start_children(self) -> None:
         s = self.settings
         if s.enabled:
-            # %APPDATA% belongs to the real user: only used when searching the real home
-            appdata = os.environ.get("APPDATA") if sys.platform == "win32" and s.home == str(Path.home()) else None
-            locs = tuple(locations(s.home, s.project_root, appdata))
-            for provider in s.providers:
-                if provider == PATH_PROVIDER:
-                    if s.path_enabled:
-                        self._providers[provider] = PathProbeProvider.start(
-                            search_path=s.path_search, home=s.home, allowlist=s.path_allowlist,
-                            timeout=s.path_timeout, concurrency=s.path_concurrency, auto_connect=s.path_auto_connect)
-                    continue
-                self._providers[provider] = FileProvider.start(
-                    provider, locs, home=s.home, search_path=s.path_search, max_file_bytes=s.max_file_bytes,
-                    max_claude_json_bytes=s.max_claude_json_bytes, auto_connect=s.auto_client_configs)
-            files = [str(loc.path) for loc in locs if loc.provider in self._providers]
-            dirs = s.path_search.split(os.pathsep) if PATH_PROVIDER in self._providers else []
-            self._watched = tuple(dict.fromkeys(p for p in files + dirs if p))
+            self._watched = start_providers(s, self._providers)
             if s.watch:
                 self._greenlets.append(watch(self._watched, self._files_changed, s.watch_interval))
             if s.interval > 0:
-                self._greenlets.append(gevent.spawn(self._periodic, s.interval))
+                self._greenlets.append(gevent.spawn(tick_every, self.actor_ref, s.interval))
         self._bus.subscribe(self._token, self.actor_ref.tell, types=(HealthChanged.__name__,))
         if self._health_ref is None and s.health.enabled:
             # Without is_connected we cannot tell which servers the supervisor runs, so the
@@ -203,15 +141,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
             self._request_cycle(None)  # asynchronous: on_start never waits for providers
 
     def _files_changed(self, paths: tuple) -> None:
-        self.actor_ref.tell(_FilesChanged(paths))
-
-    def _periodic(self, interval: float) -> None:
-        while True:
-            gevent.sleep(interval)
-            try:
-                self.actor_ref.tell(_Tick())
-            except pykka.ActorDeadError:
-                return
+        self.actor_ref.tell(FilesChanged(paths))
 
     def on_stop(self) -> None:
         self._stop_children()
@@ -237,12 +167,12 @@ class DiscoveryEngine(pykka.ThreadingActor):
         match message:
             case RunDiscovery(reply=reply):
                 self._request_cycle(reply)
-            case _CycleDone():
+            case CycleDone():
                 self._cycle_done(message)
-            case _FilesChanged(paths=paths):
+            case FilesChanged(paths=paths):
                 logger.info("discovery: {} changed; discovering again", ", ".join(paths))
                 self._request_cycle(None)
-            case _Tick():
+            case Tick():
                 self._request_cycle(None)
             case RegisterServer(entry=entry, reply=reply):
                 self._register(entry, reply)
@@ -296,10 +226,10 @@ class DiscoveryEngine(pykka.ThreadingActor):
             except pykka.ActorDeadError:
                 failed[name] = f"{name}: provider is not running"
         self._greenlets = [g for g in self._greenlets if not g.dead]
-        self._greenlets.append(gevent.spawn(_collect, self.actor_ref, self._cycle, futures,
+        self._greenlets.append(gevent.spawn(collect, self.actor_ref, self._cycle, futures,
                                             self.settings.deadline, failed))
 
-    def _cycle_done(self, done: _CycleDone) -> None:
+    def _cycle_done(self, done: CycleDone) -> None:
         if done.cycle != self._cycle:
             return
         self._cycle = None

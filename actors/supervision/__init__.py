@@ -1,1 +1,2 @@
-"""Supervision: the Supervisor actor, its policy as data, and the Directory snapshot it publishes."""
+"""Supervision: the Supervisor actor, its child records and status report, its policy as data,
+the states a server can be in, and the Directory snapshot it publishes."""

@@ -7,10 +7,8 @@ from typing import Mapping
 
 import pykka
 
-from actors.settings.config import ServerConfig
-
-READY, DEGRADED = "ready", "degraded"
-CALLABLE_STATES = (READY, DEGRADED)
+from actors.settings.model import ServerConfig
+from actors.supervision.states import CALLABLE_STATES, ServerState
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +17,7 @@ class ServerView:
 
     name: str
     config: ServerConfig
-    state: str
+    state: ServerState
     reason: str
     ref: pykka.ActorRef | None  # the live connection, when there is one
     generation: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from actors.settings.config import ServerConfig
+from actors.settings.model import ServerConfig
 
 HUNG_AFTER_TIMEOUTS = 3  # requests timed out in a row before a ping decides whether a server is hung
 

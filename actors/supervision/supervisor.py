@@ -2,20 +2,17 @@
 from __future__ import annotations
 
 import time
-from collections import deque
+from dataclasses import dataclass
 from types import MappingProxyType
-from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
 import pykka
 from loguru import logger
 
-from actors import __version__
 from actors.events.bus import BusClient
-from actors.settings.config import ServerConfig
-from actors.upstream.connection import Connection, make_transport
 from actors.events.kinds import (
+    ApprovalAwaited,
     CircuitOpened,
     ServerConnected,
     ServerDisconnected,
@@ -29,59 +26,32 @@ from actors.messages import (
     ConnectionDegraded,
     ConnectionFailed,
     ConnectionReady,
+    ConnectionRetired,
     ControlServer,
+    DescribeLaunch,
     DropServer,
     GetStatus,
     RestartDue,
+    SetLogLevel,
+    SetSessionLogLevel,
     StatusReport,
 )
-from actors.supervision.policy import ChildSpec, Policy
-from actors.upstream.stats import StatsSnapshot
-from actors.events.kinds import ApprovalAwaited
-from actors.tells import tell as _tell
-from actors.supervision.directory import Directory, DirectoryBox, ServerView
-from actors.messages import ConnectionRetired, DescribeLaunch, LaunchFacts, SetLogLevel, SetSessionLogLevel
 from actors.protocol import mcp
+from actors.settings.model import ServerConfig
+from actors.supervision.child import Child
+from actors.supervision.directory import Directory, DirectoryBox
+from actors.supervision.policy import ChildSpec, Policy
+from actors.supervision.report import launch_facts, server_status, status_report
+from actors.supervision.states import CALLABLE_STATES, ServerState
+from actors.tells import tell as _tell
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
 from actors.trust.messages import TrustChanged
+from actors.upstream.connection import Connection, make_transport
 
-STARTING, READY, DEGRADED, BACKOFF, FAILED, STOPPED = "starting", "ready", "degraded", "backoff", "failed", "stopped"
-PENDING_APPROVAL, DENIED = trust.PENDING, trust.DENIED  # never executed until an operator approves
-CALLABLE_STATES = (READY, DEGRADED)
+# The runtime still imports these three names from here (ServerState is the one list).
+BACKOFF, FAILED, PENDING_APPROVAL = ServerState.BACKOFF, ServerState.FAILED, ServerState.PENDING_APPROVAL
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
-
-
-@dataclass
-class Child:
-    """The Supervisor's own record of one server; no one else reads it (they read its ServerView)."""
-
-    spec: ChildSpec
-    policy: Policy
-    retired: StatsSnapshot = field(default_factory=StatsSnapshot)  # totals of its ended generations
-    retired_upto: int = 0  # the newest generation whose totals are in `retired`
-    state: str = STOPPED
-    since: float = field(default_factory=time.time)
-    reason: str = ""
-    ref: pykka.ActorRef | None = None
-    generation: int = 0
-    restarts: int = 0
-    failures: deque = field(default_factory=deque)
-    ready_at: float | None = None
-    timer: gevent.Greenlet | None = None
-    timer_id: int = 0
-    counts: tuple = (0, 0, 0)
-    server_info: dict | None = None
-    endpoint: dict | None = None
-    settled: bool = False  # its first start attempt has ended (ready or failed)
-
-    @property
-    def config(self) -> ServerConfig:
-        return self.spec.config
-
-    @property
-    def callable(self) -> bool:
-        return self.state in CALLABLE_STATES and self.ref is not None
 
 
 class Supervisor(pykka.ThreadingActor):
@@ -129,7 +99,7 @@ class Supervisor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         futures = []
         for child in reversed(list(self.children.values())):  # reverse of start order
-            self._cancel_timer(child)
+            child.cancel_timer()
             if child.ref is not None:
                 futures.append(child.ref.stop(block=False))
                 child.ref = None
@@ -148,8 +118,7 @@ class Supervisor(pykka.ThreadingActor):
 
     def _publish(self) -> None:
         """A new Directory after each change: readers never see a Child record."""
-        views = {name: ServerView(name, c.config, c.state, c.reason, c.ref, c.generation, c.settled, c.counts)
-                 for name, c in self.children.items()}
+        views = {name: c.view() for name, c in self.children.items()}
         if views != dict(self.directory.current.servers):
             self.directory.current = Directory(self.directory.current.version + 1, MappingProxyType(views))
 
@@ -159,8 +128,8 @@ class Supervisor(pykka.ThreadingActor):
                 self._session_log_level(session, level)
             case ConnectionRetired(server=name, generation=gen, stats=stats):
                 child = self.children.get(name)
-                if child is not None and gen > child.retired_upto:
-                    child.retired, child.retired_upto = child.retired.plus(stats), gen
+                if child is not None:
+                    child.retire(gen, stats)
             case ConnectionReady():
                 self._on_ready(message)
             case ConnectionFailed():
@@ -172,10 +141,10 @@ class Supervisor(pykka.ThreadingActor):
             case ConnectionDegraded(server=name, generation=gen, ok=ok, reason=reason):
                 child = self._current(name, gen)
                 if child and child.state in CALLABLE_STATES:
-                    self._set_state(child, READY if ok else DEGRADED, reason)
+                    self._set_state(child, ServerState.READY if ok else ServerState.DEGRADED, reason)
             case RestartDue(server=name, attempt_id=attempt):
                 child = self.children.get(name)
-                if child and child.timer_id == attempt and child.state in (BACKOFF, FAILED):
+                if child and child.timer_id == attempt and child.state in (ServerState.BACKOFF, ServerState.FAILED):
                     child.timer = None
                     self._spawn(child)
             case GetStatus(reply=reply):
@@ -193,7 +162,7 @@ class Supervisor(pykka.ThreadingActor):
                 if child is None:
                     _fail(reply, KeyError(f"unknown server {name!r}"))
                 else:
-                    reply.set(self._launch_facts(child))
+                    reply.set(launch_facts(child, self._verdict(child)))
             case _:
                 logger.warning("supervisor: unknown message {!r}", message)
 
@@ -220,16 +189,16 @@ class Supervisor(pykka.ThreadingActor):
         verdict = self._verdict(child)
         if verdict == trust.ALLOWED:
             return True
-        self._cancel_timer(child)
+        child.cancel_timer()
         child.settled = True
-        if verdict == DENIED:
-            self._set_state(child, DENIED, "denied by the operator" if child.config.preapproved is not False
+        if verdict == trust.DENIED:
+            self._set_state(child, ServerState.DENIED, "denied by the operator" if child.config.preapproved is not False
                             else "denied in the client's own settings")
         else:
-            if child.state != PENDING_APPROVAL:
+            if child.state != ServerState.PENDING_APPROVAL:
                 self.bus.publish(ApprovalAwaited(child.config.name, child.config.provenance,
                                                  child.config.origin_file or ""))
-            self._set_state(child, PENDING_APPROVAL,
+            self._set_state(child, ServerState.PENDING_APPROVAL,
                             f"{child.config.provenance} server; run `{trust.approve_hint(child.config.name)}`")
         return False
 
@@ -237,27 +206,22 @@ class Supervisor(pykka.ThreadingActor):
         """Start what was just approved; stop what was just denied."""
         for child in list(self.children.values()):
             verdict = self._verdict(child)
-            if child.state in (PENDING_APPROVAL, DENIED) and verdict == trust.ALLOWED:
-                self._set_state(child, STOPPED, "approved")
+            if child.state in (ServerState.PENDING_APPROVAL, ServerState.DENIED) and verdict == trust.ALLOWED:
+                self._set_state(child, ServerState.STOPPED, "approved")
                 if child.config.enabled and child.config.auto_start:
                     self._spawn(child)
-            elif verdict != trust.ALLOWED and child.state not in (PENDING_APPROVAL, DENIED):
+            elif verdict != trust.ALLOWED and child.state not in (ServerState.PENDING_APPROVAL, ServerState.DENIED):
                 self._stop_child(child, "approval withdrawn")
                 self._gate(child)
             elif verdict != trust.ALLOWED and child.state != verdict:  # a waiting server denied, or back
                 self._gate(child)
         self._check_settled()
 
-    def _launch_facts(self, child: Child) -> LaunchFacts:
-        config = child.config
-        return LaunchFacts(config.name, trust.identity_key(config), config.provenance, self._verdict(child),
-                           trust.shown_launch(config), config.origin_file)
-
     def _spawn(self, child: Child) -> None:
         if not self._gate(child):
             return
         child.generation += 1
-        self._set_state(child, STARTING, "connecting")
+        self._set_state(child, ServerState.STARTING, "connecting")
         child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry,
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
@@ -278,9 +242,10 @@ class Supervisor(pykka.ThreadingActor):
             if child.callable:
                 _tell(child.ref, SetLogLevel(wanted))
 
-    def _stop_child(self, child: Child, reason: str, state: str = STOPPED, forget: bool = False) -> None:
+    def _stop_child(self, child: Child, reason: str, state: ServerState = ServerState.STOPPED,
+                    forget: bool = False) -> None:
         """Stop its connection; `forget` also takes its tools out of the catalogue (removal)."""
-        self._cancel_timer(child)
+        child.cancel_timer()
         if child.ref is not None:
             child.ref.stop(block=False)
             child.ref = None
@@ -300,7 +265,7 @@ class Supervisor(pykka.ThreadingActor):
         child.server_info, child.endpoint = msg.server_info, msg.endpoint
         child.ready_at = time.time()
         child.settled = True
-        self._set_state(child, READY, "")
+        self._set_state(child, ServerState.READY, "")
         self.bus.publish(ServerConnected(child.config.name, tools=msg.tools))
         self._check_settled()
 
@@ -317,35 +282,25 @@ class Supervisor(pykka.ThreadingActor):
         # state (the model can act on that), and clients see no list churn on restarts.
         if was_up:
             self.bus.publish(ServerDisconnected(child.config.name, msg.reason))
-        if child.ready_at and now - child.ready_at >= child.policy.reset_after:
-            child.failures.clear()  # it ran long enough: start the backoff ladder again
-        child.ready_at = None
-        child.failures.append(now)
-        while child.failures and now - child.failures[0] > child.policy.period:
-            child.failures.popleft()
+        failures = child.note_failure(now)
         child.settled = True
-        if len(child.failures) > child.policy.intensity:
-            self._set_state(child, FAILED, f"circuit open after {len(child.failures)} failures in "
+        if failures > child.policy.intensity:
+            self._set_state(child, ServerState.FAILED, f"circuit open after {failures} failures in "
                                            f"{child.policy.period:g}s; last: {msg.reason}")
-            self.bus.publish(CircuitOpened(child.config.name, len(child.failures), msg.reason))
+            self.bus.publish(CircuitOpened(child.config.name, failures, msg.reason))
             self._schedule(child, child.policy.cooldown)
         else:
-            delay = child.policy.backoff(len(child.failures))
-            self._set_state(child, BACKOFF, f"{msg.reason}; restarting in {delay:.2f}s")
+            delay = child.policy.backoff(failures)
+            self._set_state(child, ServerState.BACKOFF, f"{msg.reason}; restarting in {delay:.2f}s")
             child.restarts += 1
             self.bus.publish(ServerRestarted(child.config.name, child.restarts, round(delay, 3)))
             self._schedule(child, delay)
         self._check_settled()
 
     def _schedule(self, child: Child, delay: float) -> None:
-        self._cancel_timer(child)
+        child.cancel_timer()
         child.timer_id += 1
         child.timer = gevent.spawn_later(delay, self._tell, RestartDue(child.config.name, child.timer_id))
-
-    def _cancel_timer(self, child: Child) -> None:
-        if child.timer is not None:
-            child.timer.kill(block=False)
-            child.timer = None
 
     def _tell(self, message) -> None:
         try:
@@ -353,7 +308,7 @@ class Supervisor(pykka.ThreadingActor):
         except pykka.ActorDeadError:
             pass
 
-    def _set_state(self, child: Child, state: str, reason: str) -> None:
+    def _set_state(self, child: Child, state: ServerState, reason: str) -> None:
         old = child.state
         if old == state and child.reason == reason:
             return
@@ -382,22 +337,20 @@ class Supervisor(pykka.ThreadingActor):
             return
         if action in ("restart", "start", "enable"):
             if action == "enable" or not child.config.enabled:
-                from dataclasses import replace
-                child.spec = replace(child.spec, config=replace(child.config, enabled=True))
-            self._stop_child(child, f"{action} requested", STOPPED)
+                child.set_enabled(True)
+            self._stop_child(child, f"{action} requested", ServerState.STOPPED)
             child.failures.clear()
             if action == "restart":
                 child.restarts += 1
             self._spawn(child)
         elif action in ("stop", "disable"):
             if action == "disable":
-                from dataclasses import replace
-                child.spec = replace(child.spec, config=replace(child.config, enabled=False))
+                child.set_enabled(False)
             self._stop_child(child, f"{action} requested")
         else:
             _fail(msg.reply, ValueError(f"unknown action {action!r}"))
             return
-        msg.reply.set(self.server_status(child))
+        msg.reply.set(server_status(child))
 
     def _apply(self, msg: ApplyServers) -> None:
         """Reconcile: start new, stop removed (of this source), restart changed; keep the rest."""
@@ -426,31 +379,8 @@ class Supervisor(pykka.ThreadingActor):
 
     # ---------------------------------------------------------------- status
 
-    def server_status(self, child: Child) -> dict:
-        config = child.config
-        tools, resources, prompts = child.counts
-        out = {"name": config.name, "state": child.state, "since": child.since, "reason": child.reason,
-               "transport": config.transport, "source": config.source, "provenance": config.provenance,
-               "origin_file": config.origin_file, "enabled": config.enabled,
-               "auto_start": config.auto_start, "restarts": child.restarts,
-               "last_error": child.reason if child.state in (BACKOFF, FAILED, DEGRADED) else None,
-               "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
-               "prompts": prompts if child.callable else 0,
-               "pid": None, "url": config.shown_url,
-               "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
-               "server_info": child.server_info}
-        if child.callable and child.endpoint:
-            out["pid"] = child.endpoint.get("pid")
-        out.update(child.retired.to_json())  # the edge adds the live generation's (Runtime.status)
-        return out
-
     def status(self) -> StatusReport:
-        ready = all(c.settled for c in self.children.values())
-        return StatusReport(ready=ready, uptime_s=time.time() - self.started_at, started_at=self.started_at,
-                            url=self.url, mode=self.mode,
-                            servers=tuple(self.server_status(c) for c in self.children.values()),
-                            version=__version__,
-                            retired=MappingProxyType({n: c.retired for n, c in self.children.items()}))
+        return status_report(self.children.values(), started_at=self.started_at, url=self.url, mode=self.mode)
 
 
 def _fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:

@@ -1,0 +1,142 @@
+"""The frozen config objects a loaded config file becomes (ServerConfig, ServeConfig, Config…),
+and the defaults and allowed values of their fields. Reading and checking a file is config.py's job."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from actors import redact
+
+TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
+SERVE_TRANSPORTS = ("stdio", "http")
+MODES = ("meta", "flat")
+DEFAULT_TIMEOUT = 30.0  # seconds per request to a server, unless its config says otherwise
+SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+# HTTP front limits (serve.*): what one troupe holds open for its downstream clients.
+DEFAULT_SESSION_IDLE_S = 600.0  # a Streamable HTTP session with nothing in flight for this long is closed
+DEFAULT_MAX_SESSIONS = 1000  # open MCP sessions over HTTP (Streamable and legacy SSE together)
+DEFAULT_HEADER_TIMEOUT_S = 10.0  # to send a whole request head; also the longest pause inside a body
+DEFAULT_MAX_CONNECTIONS = 512  # connections served at once; more are answered 503 and closed
+
+
+@dataclass(frozen=True, slots=True)
+class StdioSpec:
+    """How to launch a stdio server: command, args, env and working directory (env values never shown)."""
+
+    command: str
+    args: tuple = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    work_dir: str | None = None
+
+    def __repr__(self) -> str:  # env values are secrets: never in a repr or a log line
+        return (f"StdioSpec(command={self.command!r}, args={tuple(redact.redact_args(self.args))!r}, "
+                f"env_keys={sorted(self.env)!r})")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSpec:
+    """Where an SSE or Streamable HTTP server is reached: its URL and the headers sent with each request."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __repr__(self) -> str:
+        return f"HttpSpec(url={redact.redact_url(self.url)!r}, header_names={sorted(self.headers)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """Restart policy overrides; None means the supervisor's default."""
+
+    intensity: int | None = None
+    period: float | None = None
+    min_backoff: float | None = None
+    max_backoff: float | None = None
+    hung_after: int | None = None  # timeouts in a row that, with a failed ping, mean hung (0: never)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One upstream server, frozen: its transport and launch spec, whether and how it starts,
+    its per-request limits and restart policy, where it came from (source, provenance,
+    origin_file), and what an approval and the tool pins cover (identity, preapproved, pin)."""
+
+    name: str
+    transport: str  # stdio | sse | streamable-http
+    stdio: StdioSpec | None = None
+    http: HttpSpec | None = None
+    enabled: bool = True
+    auto_start: bool = True
+    timeout: float = DEFAULT_TIMEOUT
+    prefix: str | None = None  # None = the server's name; "" = no prefix
+    max_in_flight: int = 64
+    max_queued: int = 1000  # calls beyond max_in_flight wait in a FIFO this long; only a full one says busy
+    max_message_bytes: int = 16 * 1024 * 1024
+    retry_idempotent_tools: bool = False  # retry a tools/call once after a reconnect if the tool says idempotentHint
+    policy: PolicySpec = PolicySpec()
+    source: str = "config"  # where this server came from (config file, discovery provider…)
+    # Trust (see actors/trust): who put this server here, and what approval covers.
+    provenance: str = "config"  # config | user | project | path | registered
+    identity: str | None = None  # whole launch line or URL; None = computed from stdio/http
+    origin_file: str | None = None  # the file (or store) that defined it, for approvals
+    preapproved: bool | None = None  # the client's own approval (True) or denial (False), if any
+    pin: bool = True  # pin tool and prompt definitions; false trusts whatever the server lists
+
+    @property
+    def effective_prefix(self) -> str:
+        return self.name if self.prefix is None else self.prefix
+
+    @property
+    def shown_url(self) -> str | None:
+        """The URL as a status report may show it (query values and password starred)."""
+        return redact.redact_url(self.http.url) if self.http else None
+
+    def launch_facts(self) -> dict:
+        """What the status report may show: never env or header values, secret args starred."""
+        if self.stdio is not None:
+            return redact.launch_facts(self.stdio.command, self.stdio.args)
+        return redact.launch_facts(None, url=self.http.url if self.http else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """The `serve:` section: how troupe faces its clients (stdio or HTTP, meta or flat mode,
+    address, auth token, allowed hosts and origins, start-up wait, HTTP session limits)."""
+
+    transport: str = "stdio"
+    mode: str = "meta"
+    separator: str = "__"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    auth_token: str | None = None
+    allowed_origins: tuple = ()
+    allowed_hosts: tuple = ()
+    startup_wait: float = 10.0
+    json_response: bool = False  # Streamable HTTP: answer with JSON even when the client takes SSE
+    client_admin: bool = False  # MCP clients may stop/start/restart/unregister servers (a model is not an operator)
+    session_idle: float = DEFAULT_SESSION_IDLE_S
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+
+    def __repr__(self) -> str:
+        return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "
+                f"port={self.port!r}, auth={'set' if self.auth_token else 'none'})")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A whole loaded config: the servers, the serve section, the raw `discovery:` settings,
+    the file it came from, and where the approvals file lives."""
+
+    servers: tuple = ()
+    serve: ServeConfig = ServeConfig()
+    discovery: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    path: str | None = None
+    approvals_file: str | None = None  # trust.approvals_file; None = <config dir>/approvals.json
+
+    def server(self, name: str) -> ServerConfig | None:
+        return next((s for s in self.servers if s.name == name), None)

@@ -1,0 +1,57 @@
+"""What the Supervisor reports of its servers: one plain dict per server, the StatusReport around
+them, and the LaunchFacts an approval is decided on.
+
+Built from the Supervisor's Child records inside its actor (GetStatus, ControlServer,
+DescribeLaunch); what it shows of a launch is starred by actors.redact and actors.trust,
+never env or header values.
+"""
+from __future__ import annotations
+
+import time
+from types import MappingProxyType
+from typing import Iterable
+
+from actors import __version__
+from actors.messages import LaunchFacts, StatusReport
+from actors.supervision.child import Child
+from actors.supervision.states import ServerState
+from actors.trust import provenance as trust
+
+# The states whose reason is an error worth showing as `last_error`.
+ERROR_STATES = (ServerState.BACKOFF, ServerState.FAILED, ServerState.DEGRADED)
+
+
+def server_status(child: Child) -> dict:
+    """One server's entry: the edge adds the live generation's call statistics (Runtime.status)."""
+    config = child.config
+    tools, resources, prompts = child.counts
+    out = {"name": config.name, "state": child.state, "since": child.since, "reason": child.reason,
+           "transport": config.transport, "source": config.source, "provenance": config.provenance,
+           "origin_file": config.origin_file, "enabled": config.enabled,
+           "auto_start": config.auto_start, "restarts": child.restarts,
+           "last_error": child.reason if child.state in ERROR_STATES else None,
+           "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
+           "prompts": prompts if child.callable else 0,
+           "pid": None, "url": config.shown_url,
+           "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
+           "server_info": child.server_info}
+    if child.callable and child.endpoint:
+        out["pid"] = child.endpoint.get("pid")
+    out.update(child.retired.to_json())
+    return out
+
+
+def launch_facts(child: Child, verdict: str) -> LaunchFacts:
+    """DescribeLaunch's answer: the identity stays in process; `shown` is the redacted launch line."""
+    config = child.config
+    return LaunchFacts(config.name, trust.identity_key(config), config.provenance, verdict,
+                       trust.shown_launch(config), config.origin_file)
+
+
+def status_report(children: Iterable[Child], *, started_at: float, url: str | None, mode: str) -> StatusReport:
+    """Every server in start order; `ready` once each first start attempt has ended."""
+    children = tuple(children)
+    return StatusReport(ready=all(c.settled for c in children), uptime_s=time.time() - started_at,
+                        started_at=started_at, url=url, mode=mode,
+                        servers=tuple(server_status(c) for c in children), version=__version__,
+                        retired=MappingProxyType({c.config.name: c.retired for c in children}))
