@@ -6,11 +6,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.process_collector import ProcessCollector
 
 from actors.upstream.stats import LATENCY_BUCKETS
+from actors.supervision.states import CALLABLE_STATES, ServerState
 
 # generate_latest writes the classic text format; newer clients label it "version=1.0.0",
 # which Prometheus before 3.0 does not know, so name the version every scraper reads.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-STATES = ("starting", "ready", "degraded", "backoff", "failed", "stopped")
+STATES = tuple(state.value for state in ServerState)  # every state, so a waiting server shows too
 
 
 class TroupeCollector:
@@ -73,7 +74,7 @@ def _servers(servers: list):
         restarts.add_metric([name], s.get("restarts") or 0)
         for st in STATES:
             state.add_metric([name, st], 1 if s.get("state") == st else 0)
-        up.add_metric([name], 1 if s.get("state") in ("ready", "degraded") else 0)
+        up.add_metric([name], 1 if s.get("state") in CALLABLE_STATES else 0)
         listed.add_metric([name], s.get("tools") or 0)
     yield from (calls, errors, timeouts, garbage, bad_ids, latency, in_flight, restarts, state, up, listed)
 
