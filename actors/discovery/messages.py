@@ -17,7 +17,7 @@ from actors.settings.config import ServerConfig
 class ServiceRecord:
     """One server as one source describes it, before merging."""
 
-    provider: str  # claude_desktop | claude_code | cursor | vscode | windsurf | troupe | path | registered
+    provider: str  # a client of discovery.clients (claude_code, cursor, …), path or registered
     file: str  # the config file, the binary's path, or "store" for a registration
     name: str  # the name that source used (a config key, a binary's name)
     identity: str  # see identity.identity_of
@@ -33,6 +33,21 @@ class ServiceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class FileReport:
+    """What one client file held: the entries used, and those skipped with the reason (for
+    `troupe discover`); names and reasons only, never values."""
+
+    path: str
+    found: tuple = ()  # entry names, in file order
+    skipped: tuple = ()  # (entry name, reason)
+    problem: str | None = None  # the whole file could not be used
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "found": list(self.found),
+                "skipped": [{"name": n, "reason": r} for n, r in self.skipped], "problem": self.problem}
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderResult:
     """What one provider found in one scan; errors are one line each, never file contents."""
 
@@ -41,6 +56,7 @@ class ProviderResult:
     errors: tuple = ()
     files: tuple = ()  # files that existed and were read
     duration_s: float = 0.0
+    reports: tuple = ()  # FileReport per file read
 
 
 @dataclass(frozen=True, slots=True)

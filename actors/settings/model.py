@@ -84,6 +84,7 @@ class ServerConfig:
     origin_file: str | None = None  # the file (or store) that defined it, for approvals
     preapproved: bool | None = None  # the client's own approval (True) or denial (False), if any
     pin: bool = True  # pin tool and prompt definitions; false trusts whatever the server lists
+    needs_input: tuple[str, ...] = ()  # variables its client file left unresolved: never started with them
 
     @property
     def effective_prefix(self) -> str:

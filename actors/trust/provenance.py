@@ -14,6 +14,7 @@ ALL = (CONFIG, USER, PROJECT, PATH, REGISTERED)
 TRUSTED = frozenset({CONFIG, USER})
 
 ALLOWED, PENDING, DENIED = "allowed", "pending-approval", "denied"
+NEEDS_INPUT = "needs-input"  # a discovered entry with a variable nobody can fill: never launched with it
 
 
 def identity_key(config: ServerConfig) -> str:
@@ -25,7 +26,7 @@ def identity_key(config: ServerConfig) -> str:
 
 
 def verdict(config: ServerConfig, decisions) -> str:
-    """ALLOWED, PENDING or DENIED for this exact launch line, given the operator's decisions.
+    """ALLOWED, PENDING, DENIED or NEEDS_INPUT for this exact launch line, given the operator's decisions.
 
     `decisions` maps identity → "approved" | "denied" (TrustSnapshot.decisions).
     An operator's denial wins over everything; a client's own denial (Claude Code's
@@ -35,6 +36,8 @@ def verdict(config: ServerConfig, decisions) -> str:
     decided = decisions.get(identity_key(config))
     if decided == "denied" or config.preapproved is False:
         return DENIED
+    if config.needs_input:  # no approval makes `${input:token}` a value
+        return NEEDS_INPUT
     if config.provenance in TRUSTED or decided == "approved" or config.preapproved is True:
         return ALLOWED
     return PENDING

@@ -1,25 +1,32 @@
 """Client config formats: locations, parsing (JSON and JSONC), limits, entry → ServerConfig."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from actors.discovery.settings import ALL_PROVIDERS, parse
 from actors.discovery.sources import (MAX_FILE_BYTES, Location, SourceError, entries, entry_to_config, locations,
-                                      parse_json, read_limited, strip_jsonc)
+                                      parse_json, read_limited)
 
 
 def test_locations_cover_every_client_at_user_and_project_level(tmp_path):
     home, proj = tmp_path / "h", tmp_path / "p"
     found = {(loc.provider, str(loc.path.relative_to(home if loc.scope == "user" else proj)))
-             for loc in locations(home, proj)}
+             for loc in locations(home, proj, env={}) if loc.scope != "managed"}
     expected = {
         ("claude_desktop", ".config/Claude/claude_desktop_config.json"),
         ("claude_desktop", "Library/Application Support/Claude/claude_desktop_config.json"),
         ("claude_desktop", "AppData/Roaming/Claude/claude_desktop_config.json"),
         ("claude_code", ".claude.json"), ("claude_code", ".mcp.json"), ("claude_code", ".claude/settings.json"),
+        ("cline", ".cline/data/settings/cline_mcp_settings.json"), ("codex", ".codex/config.toml"),
+        ("continue", ".continue/config.yaml"), ("continue", ".continue/mcpServers/*.yaml"),
+        ("zed", ".config/zed/settings.json"), ("zed", ".zed/settings.json"), ("goose", ".config/goose/config.yaml"),
+        ("gemini", ".gemini/settings.json"), ("gemini", ".gemini/extensions/*/gemini-extension.json"),
+        ("opencode", ".config/opencode/opencode.json"), ("opencode", "opencode.jsonc"), ("roo", ".roo/mcp.json"),
+        ("kiro", ".kiro/settings/mcp.json"), ("copilot", ".copilot/mcp-config.json"), ("lmstudio", ".lmstudio/mcp.json"),
+        ("junie", ".junie/mcp/mcp.json"), ("vscode", ".config/Code/User/profiles/*/mcp.json"),
+        ("vscode", ".config/Code - Insiders/User/mcp.json"), ("vscode", ".config/Code/User/settings.json"),
         ("cursor", ".cursor/mcp.json"), ("vscode", ".vscode/mcp.json"),
         ("windsurf", ".codeium/windsurf/mcp_config.json"), ("troupe", ".config/troupe/registry.json"),
     }
@@ -38,7 +45,7 @@ def test_claude_json_yields_user_and_current_project_servers_only(tmp_path):
                          str(p2): {"mcpServers": {"c": {"command": "c"}}}}}
     here = Location("claude_code", tmp_path / ".claude.json", "user", "claude_json", current=str(p1))
     got = list(entries(here, data))
-    assert [(e.name, e.project) for e in got] == [("a", None), ("b", str(p1))]
+    assert [(e.name, e.config.stdio.work_dir) for e in got] == [("a", None), ("b", str(p1))]
     assert f"project:{p1}" in got[1].tags
     # another project's local servers are never read, and with no current project none are
     elsewhere = Location("claude_code", tmp_path / ".claude.json", "user", "claude_json", current=str(tmp_path))
@@ -48,7 +55,7 @@ def test_claude_json_yields_user_and_current_project_servers_only(tmp_path):
 
 
 def test_vscode_reads_servers_key_not_mcpservers(tmp_path):
-    loc = Location("vscode", tmp_path / "mcp.json", "project", "servers", str(tmp_path))
+    loc = Location("vscode", tmp_path / "mcp.json", "project", "vscode", project=str(tmp_path))
     got = list(entries(loc, {"servers": {"v": {"command": "v"}}, "mcpServers": {"no": {"command": "n"}}}))
     assert [e.name for e in got] == ["v"]
 
@@ -58,9 +65,9 @@ def test_top_level_that_is_not_an_object_is_an_error(tmp_path):
         list(entries(Location("cursor", tmp_path / "x", "user", "mcpServers"), ["not", "a", "dict"]))
 
 
-def test_jsonc_comments_and_trailing_commas_are_accepted_but_strings_are_kept():
+def test_jsonc_comments_and_trailing_commas_are_accepted_but_strings_are_kept(tmp_path):
     text = '{\n // note\n "url": "http://x//y", /* block */ "a": [1, 2,],\n}'
-    assert json.loads(strip_jsonc(text)) == {"url": "http://x//y", "a": [1, 2]}
+    assert parse_json(tmp_path / "x.json", text.encode()) == {"url": "http://x//y", "a": [1, 2]}
 
 
 def test_broken_json_names_file_and_line(tmp_path):
@@ -93,10 +100,12 @@ def test_project_servers_run_in_the_project_unless_cwd_is_given(tmp_path):
     assert entry_to_config("s", {"command": "x", "cwd": "/tmp"}, "f", project=str(tmp_path)).stdio.work_dir == "/tmp"
 
 
-def test_vscode_workspace_folder_is_substituted(tmp_path):
-    cfg = entry_to_config("n", {"command": "node", "args": ["${workspaceFolder}/a.js", "${input:key}"]}, "f",
-                          project="/proj", vscode=True)
-    assert cfg.stdio.args == ("/proj/a.js", "${input:key}")
+def test_vscode_workspace_folder_is_substituted_and_an_input_is_needed(tmp_path):
+    loc = Location("vscode", tmp_path / "mcp.json", "project", "vscode", dialect="vscode", project="/proj")
+    doc = {"servers": {"n": {"command": "node", "args": ["${workspaceFolder}/a.js", "${input:key}"]}}}
+    [entry] = entries(loc, doc, env={})
+    assert entry.config.stdio.args == ("/proj/a.js", "${input:key}")
+    assert entry.needs == ("${input:key}",)
 
 
 @pytest.mark.parametrize("spec", [{"args": ["x"]}, {"command": 3}, {"url": "ftp://x"}, "nope"])
