@@ -29,7 +29,7 @@ DEFAULT_FIRST_CHECK_DELAY = 3.0  # give the supervisor time to connect before pr
 
 TOP_KEYS = {"enabled", "interval", "providers", "store", "store_path", "path_probe", "auto_connect",
             "max_file_bytes", "max_claude_json_bytes", "deadline", "watch", "watch_interval", "health",
-            "home", "project_root"}
+            "home", "project_root", "system_root"}
 PATH_KEYS = {"enabled", "allowlist", "auto_connect", "timeout", "path", "concurrency"}
 AUTO_KEYS = {"client_configs", "registered"}
 HEALTH_KEYS = {"enabled", "interval", "timeout", "concurrency", "first_check_delay"}
@@ -54,6 +54,7 @@ class DiscoverySettings:
 
     home: str
     project_root: str | None
+    system_root: str = "/"  # where managed files (/etc/claude-code/…) are looked for; tests move it
     enabled: bool = True
     interval: float = DEFAULT_INTERVAL
     providers: tuple = ALL_PROVIDERS
@@ -146,6 +147,7 @@ def parse(settings: Mapping | None, *, home: str | None = None,
         first_check_delay=hs.get("first_check_delay", float, DEFAULT_FIRST_CHECK_DELAY))
     return DiscoverySettings(
         home=_expand(home, str(Path.home())), project_root=_expand(root, home),
+        system_root=top.get("system_root", str, "/") or "/",
         enabled=top.get("enabled", bool, True), interval=top.get("interval", float, DEFAULT_INTERVAL),
         providers=providers, store=store, store_path=_expand(store_path, home) if store_path else None,
         path_enabled=pp.get("enabled", bool, False), path_allowlist=pp.strings("allowlist", ()),
