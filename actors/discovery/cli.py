@@ -16,6 +16,7 @@ from actors.discovery.engine import DiscoveryEngine
 from actors.discovery.messages import CheckHealth, RunDiscovery
 from actors.discovery.settings import parse
 from actors.trust import ledger
+from actors.discovery.clients import BY_NAME
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
 
@@ -141,6 +142,26 @@ def _health_text(svc: dict) -> str:
     return ("healthy" if svc["healthy"] else "UNHEALTHY") + f" ({svc['health_detail']})"
 
 
+def render_clients(report) -> list[str]:
+    """Per client: each file read, the entries found in it, and each entry skipped with why."""
+    if not report.files:
+        return ["clients: no client config file found", ""]
+    lines = ["clients:"]
+    last = None
+    for provider, file in report.files:
+        if provider != last:
+            client = BY_NAME.get(provider)
+            lines.append(f"  {client.title if client else provider} ({provider})")
+            last = provider
+        found = f"{len(file.found)} entr{'y' if len(file.found) == 1 else 'ies'}"
+        names = f": {', '.join(file.found)}" if file.found else ""
+        lines.append(f"    {file.path}: {found}{names}")
+        if file.problem:
+            lines.append(f"      problem: {file.problem}")
+        lines += [f"      skipped {name}: {reason}" for name, reason in file.skipped]
+    return lines + [""]
+
+
 def render(services: list, report, settings) -> str:
     """Plain text: each service, its launch line, where it was found and how it merged."""
     lines = [f"troupe discover: {len(services)} service(s) in {report.duration_s:.2f}s "
@@ -150,7 +171,8 @@ def render(services: list, report, settings) -> str:
         flags = [svc.get("provenance", "user"), "auto-connect" if svc["auto_connect"] else "manual"]
         if svc.get("trust") and svc["trust"] != trust.ALLOWED:
             flags.append(f"{svc['trust']}: troupe approve {svc['name']}" if svc["trust"] == trust.PENDING
-                         else svc["trust"])
+                         else f"needs-input: {', '.join(svc.get('needs_input') or ())}"
+                         if svc["trust"] == trust.NEEDS_INPUT else svc["trust"])
         if not svc["enabled"]:
             flags.append("disabled")
         if svc["registered"]:
@@ -167,6 +189,7 @@ def render(services: list, report, settings) -> str:
             how = "details from" if i == 0 and merged else "merged from" if merged else "from"
             lines.append(f"    {how} {src['provider']}: {src['file']} as {src['name']!r}")
         lines.append("")
+    lines += render_clients(report)
     counts = ", ".join(f"{name} {n}" for name, n in report.per_source.items())
     lines.append(f"sources: {counts or 'none'}")
     if report.errors:

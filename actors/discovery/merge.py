@@ -72,10 +72,15 @@ class Service:
         verdicts = {r.config.preapproved for r in self.records}
         return False if False in verdicts else True if True in verdicts else None
 
+    @property
+    def enabled(self) -> bool:
+        """Disabled only when every client that lists it has it switched off."""
+        return any(r.config.enabled for r in self.records)
+
     def config(self, name: str) -> ServerConfig:
         return replace(self.best.config, name=name, source=f"discovery:{self.best.provider}",
                        auto_start=self.auto_connect, provenance=self.provenance, identity=self.identity,
-                       origin_file=self.best.file, preapproved=self.preapproved)
+                       origin_file=self.best.file, preapproved=self.preapproved, enabled=self.enabled)
 
 
 def merge(records: Iterable[ServiceRecord]) -> list[Service]:
@@ -127,7 +132,8 @@ def summary(name: str, svc: Service, healthy: bool | None = None) -> dict:
         "transport": cfg.transport,
         "healthy": healthy,
         "auto_connect": svc.auto_connect,
-        "enabled": cfg.enabled,
+        "enabled": svc.enabled,
+        "needs_input": list(cfg.needs_input),  # variable names as written, never values
         "registered": svc.registered is not None,
         "provenance": svc.provenance,
         "preapproved": svc.preapproved,

@@ -69,11 +69,15 @@ class DiscoveryReport:
     duration_s: float
     started_at: float
     finished_at: float = field(default_factory=time.time)
+    files: tuple = ()  # (provider, FileReport) for every client file read, in provider order
 
     def to_json(self) -> dict:
+        clients: dict[str, list] = {}
+        for provider, report in self.files:
+            clients.setdefault(provider, []).append(report.to_json())
         return {"services": list(self.services), "per_source": dict(self.per_source),
                 "errors": list(self.errors), "duration_s": round(self.duration_s, 3),
-                "started_at": self.started_at, "finished_at": self.finished_at}
+                "started_at": self.started_at, "finished_at": self.finished_at, "clients": clients}
 
 
 # ---------------------------------------------------------------- engine commands

@@ -24,22 +24,29 @@ def snapshot(paths: Iterable[str]) -> dict[str, Stamp]:
 
 
 def changed(old: dict[str, Stamp], new: dict[str, Stamp]) -> tuple[str, ...]:
-    return tuple(p for p in new if old.get(p) != new[p])
+    """Paths whose stamp differs, including paths that are no longer watched (a glob lost a match)."""
+    return tuple(p for p in {**old, **new} if old.get(p) != new.get(p))
 
 
-def watch(paths: Iterable[str], on_change: Callable[[tuple], None], interval: float) -> gevent.Greenlet:
+def watch(paths: Iterable[str] | Callable[[], Iterable[str]], on_change: Callable[[tuple], None],
+          interval: float) -> gevent.Greenlet:
     """Spawn the polling loop; on_change(paths) must not block (typically an ActorRef.tell).
 
+    `paths` may be a callable, asked again at every poll: globbed locations (VS Code profiles,
+    Continue's block files, Gemini extensions) gain and lose files while troupe runs.
     The loop ends when on_change raises (its actor is gone) or the greenlet is killed.
     """
-    paths = tuple(dict.fromkeys(str(p) for p in paths))
+    fixed = None if callable(paths) else tuple(dict.fromkeys(str(p) for p in paths))
+
+    def current() -> tuple:
+        return fixed if fixed is not None else tuple(dict.fromkeys(str(p) for p in paths()))  # type: ignore[operator]
 
     def loop() -> None:
-        before = snapshot(paths)
+        before = snapshot(current())
         while True:
             gevent.sleep(interval)
             try:
-                after = snapshot(paths)
+                after = snapshot(current())
                 diff = changed(before, after)
                 before = after
                 if diff:
