@@ -106,7 +106,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
         self._rerun = False
         self._last: dict = {}
         self._cycles = 0
-        self._watched: tuple = ()
+        self._watched: Callable[[], tuple] = tuple  # what the watcher stats now (globs re-expanded)
         self._token = object()
 
     # ---------------------------------------------------------------- lifecycle
@@ -247,7 +247,8 @@ class DiscoveryEngine(pykka.ThreadingActor):
         report = DiscoveryReport(
             services=self._summaries(),
             per_source=MappingProxyType({n: len(r.records) for n, r in sorted(self._results.items())}),
-            errors=errors, duration_s=done.duration_s, started_at=done.started_at)
+            errors=errors, duration_s=done.duration_s, started_at=done.started_at,
+            files=tuple((n, f) for n, r in sorted(self._results.items()) for f in r.reports))
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             resolve(waiter, report)
@@ -364,7 +365,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
             "providers": providers,
             "errors": [e for name in sorted(self._errors) for e in self._errors[name]],
             "health": {"healthy": known.count(True), "unhealthy": known.count(False), "unknown": known.count(None)},
-            "store": self._store.kind, "watching": len(self._watched),
+            "store": self._store.kind, "watching": len(self._watched()),
         }
 
 

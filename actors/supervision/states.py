@@ -21,6 +21,7 @@ class ServerState(str, Enum):
     STOPPED = "stopped"  # not running: disabled, auto_start off, or stopped by an operator
     PENDING_APPROVAL = "pending-approval"  # never executed until an operator approves (trust.PENDING)
     DENIED = "denied"  # the operator or the client's own settings said no (trust.DENIED)
+    NEEDS_INPUT = "needs-input"  # its client file has a variable nobody can fill (trust.NEEDS_INPUT)
 
     # Python 3.11 made format() of a mixed-in Enum print "ServerState.READY": log lines and
     # reasons built with f-strings must keep showing the bare value, on 3.10 too.
@@ -30,6 +31,9 @@ class ServerState(str, Enum):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
+
+# The launch gate holds a server in these states: nothing of it has run.
+GATED_STATES = (ServerState.PENDING_APPROVAL, ServerState.DENIED, ServerState.NEEDS_INPUT)
 
 # A session may route calls to a server in these states (a degraded one still answers).
 CALLABLE_STATES = (ServerState.READY, ServerState.DEGRADED)

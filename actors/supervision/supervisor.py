@@ -42,7 +42,7 @@ from actors.supervision.child import Child
 from actors.supervision.directory import Directory, DirectoryBox
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
-from actors.supervision.states import CALLABLE_STATES, ServerState
+from actors.supervision.states import CALLABLE_STATES, GATED_STATES, ServerState
 from actors.tells import tell as _tell
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
@@ -194,6 +194,11 @@ class Supervisor(pykka.ThreadingActor):
         if verdict == trust.DENIED:
             self._set_state(child, ServerState.DENIED, "denied by the operator" if child.config.preapproved is not False
                             else "denied in the client's own settings")
+        elif verdict == trust.NEEDS_INPUT:
+            # names of variables only (as written in the file), never a value
+            self._set_state(child, ServerState.NEEDS_INPUT,
+                            f"{', '.join(child.config.needs_input)} not set; set it in troupe's environment "
+                            f"or in {child.config.origin_file or 'its client file'}")
         else:
             if child.state != ServerState.PENDING_APPROVAL:
                 self.bus.publish(ApprovalAwaited(child.config.name, child.config.provenance,
@@ -206,11 +211,11 @@ class Supervisor(pykka.ThreadingActor):
         """Start what was just approved; stop what was just denied."""
         for child in list(self.children.values()):
             verdict = self._verdict(child)
-            if child.state in (ServerState.PENDING_APPROVAL, ServerState.DENIED) and verdict == trust.ALLOWED:
+            if child.state in GATED_STATES and verdict == trust.ALLOWED:
                 self._set_state(child, ServerState.STOPPED, "approved")
                 if child.config.enabled and child.config.auto_start:
                     self._spawn(child)
-            elif verdict != trust.ALLOWED and child.state not in (ServerState.PENDING_APPROVAL, ServerState.DENIED):
+            elif verdict != trust.ALLOWED and child.state not in GATED_STATES:
                 self._stop_child(child, "approval withdrawn")
                 self._gate(child)
             elif verdict != trust.ALLOWED and child.state != verdict:  # a waiting server denied, or back

@@ -91,6 +91,7 @@ def test_first_cycle_finds_merges_and_reports(harness):
     assert "remote" not in got and got["remote-2"]["transport"] == "sse"
     assert got["notes"]["args"] == [str(harness.tree.project / "notes.js")]
     assert got["linter"]["cwd"] == "/tmp"
+    assert "settings-trap" not in got  # Claude Code's settings.json holds approvals, never servers
     # PATH: the MCP-looking binary is found; the one whose help does not mention MCP is not
     assert "weather-mcp" in got and not any("quiet" in name for name in got)
     # the malformed and the oversized files are reported, not fatal
@@ -223,10 +224,18 @@ def test_watcher_picks_up_edits_creations_and_deletions(harness):
     assert any("fresh" in change.removed for change in harness.changes)
     assert "fresh" in {e.service for e in harness.events("ServiceRemoved")}
     # a brand-new file in a directory that did not exist
-    write_json(harness.tree.project / ".claude" / "settings.json",
-               {"mcpServers": {"linter": {"command": "uvx", "args": ["mcp-lint", "--lax"]}}})
-    wait_until(lambda: by_name(ask(engine, ListServices)).get("linter", {}).get("args") == ["mcp-lint", "--lax"],
-               timeout=10, message="the new linter args")
+    write_json(harness.tree.project / ".kiro" / "settings" / "mcp.json",
+               {"mcpServers": {"kiro-lint": {"command": "uvx", "args": ["mcp-lint", "--lax"]}}})
+    wait_until(lambda: by_name(ask(engine, ListServices)).get("kiro-lint", {}).get("args") == ["mcp-lint", "--lax"],
+               timeout=10, message="the new file's server")
+    # a glob location: a Continue block file appears, then is removed
+    block = harness.tree.project / ".continue" / "mcpServers" / "tools.yaml"
+    block.parent.mkdir(parents=True)
+    block.write_text("mcpServers:\n  - name: block-tool\n    command: block-mcp\n")
+    wait_until(lambda: "block-tool" in by_name(ask(engine, ListServices)), timeout=10, message="the block file")
+    block.unlink()
+    wait_until(lambda: "block-tool" not in by_name(ask(engine, ListServices)), timeout=10,
+               message="the block file's removal")
 
 
 def test_new_binary_on_path_is_found_by_watching_the_directory(harness):

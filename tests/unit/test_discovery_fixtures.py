@@ -105,7 +105,8 @@ def build_tree(tmp: Path) -> Tree:
     write_json(home / ".claude.json", {
         "numStartups": 3,
         "mcpServers": {"fs": {"command": "npx", "args": ["@modelcontextprotocol/server-filesystem@latest",
-                                                         "/tmp/data"]}},
+                                                         "/tmp/data"]},
+                       "linter": {"command": "uvx", "args": ["mcp-lint@latest", "--strict"], "cwd": "/tmp"}},
         "projects": {str(proj): {"mcpServers": {"github": {
             "type": "http", "url": "https://API.GitHub.com:443/mcp/",
             "headers": {"Authorization": SECRET_HEADER}}}}},
@@ -114,8 +115,9 @@ def build_tree(tmp: Path) -> Tree:
         "filesystem": {"command": "npx", "args": FS_ARGS, "env": {"FS_TOKEN": SECRET_ENV}},
         "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
     }})
+    # a trap: Claude Code never reads servers from settings.json, so neither does troupe
     write_json(proj / ".claude" / "settings.json", {"mcpServers": {
-        "linter": {"command": "uvx", "args": ["mcp-lint@latest", "--strict"], "cwd": "/tmp"}}})
+        "settings-trap": {"command": "never-read", "args": ["--from-settings"]}}})
     write_json(home / ".cursor" / "mcp.json", {"mcpServers": {
         "gh": {"url": "https://api.github.com/mcp"}}})
     big = proj / ".cursor" / "mcp.json"
