@@ -110,6 +110,13 @@ def _all_names() -> set:
     return {f"{client}-live" for client in CLIENT_FILES}
 
 
+def _wait_all_ready(home: Home, timeout: float = 60) -> None:
+    try:
+        wait_until(lambda: set(home.ready()) == _all_names(), timeout, message="every server ready")
+    except AssertionError as exc:  # say which were not, and why
+        raise AssertionError(f"{exc}: {[(n, s['state'], s.get('reason')) for n, s in home.servers().items()]}") from None
+
+
 @pytest.fixture
 def home(tmp_path):
     h = Home(tmp_path)
@@ -125,7 +132,7 @@ def test_a_server_added_to_any_client_file_starts(home):
     for client in CLIENT_FILES:
         home.write(client, "v1")
     wait_until(lambda: set(home.servers()) == _all_names(), APPLY_WITHIN + 5, message="every client's addition seen")
-    wait_until(lambda: set(home.ready()) == _all_names(), 60, message="every added server ready")
+    _wait_all_ready(home)
     for name, pid in home.ready().items():
         assert _environ(pid)[MARK] == "v1", name
 
@@ -135,7 +142,7 @@ def test_an_edit_to_any_client_file_restarts_with_the_new_launch_line_and_env(ho
     for client in CLIENT_FILES:
         home.write(client, "v1")
     home.start()
-    wait_until(lambda: set(home.ready()) == _all_names(), 60, message="every server ready")
+    _wait_all_ready(home)
     before = home.ready()
     for client in CLIENT_FILES:
         home.write(client, "v2", extra_arg="--prefix-tools=v2_")
@@ -152,7 +159,7 @@ def test_a_server_removed_from_any_client_file_stops_and_its_process_group_dies(
     for client in CLIENT_FILES:
         home.write(client, "v1")
     home.start()
-    wait_until(lambda: set(home.ready()) == _all_names(), 60, message="every server ready")
+    _wait_all_ready(home)
     pids = home.ready()
     groups = {name: os.getpgid(pid) for name, pid in pids.items()}
     for client in CLIENT_FILES:
