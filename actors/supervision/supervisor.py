@@ -197,8 +197,8 @@ class Supervisor(pykka.ThreadingActor):
         elif verdict == trust.NEEDS_INPUT:
             # names of variables only (as written in the file), never a value
             self._set_state(child, ServerState.NEEDS_INPUT,
-                            f"{', '.join(child.config.needs_input)} not set; set it in troupe's environment "
-                            f"or in {child.config.origin_file or 'its client file'}")
+                            f"needs {', '.join(child.config.needs_input)}: troupe cannot prompt; set it in "
+                            f"troupe's environment or write the value in {child.config.origin_file or 'its file'}")
         else:
             if child.state != ServerState.PENDING_APPROVAL:
                 self.bus.publish(ApprovalAwaited(child.config.name, child.config.provenance,

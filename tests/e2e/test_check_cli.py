@@ -123,3 +123,30 @@ def test_discover_lists_servers_from_client_configs(tmp_path):
     assert "disc-secret" not in done.stdout + done.stderr
     text = run("discover", "--home", str(home), "--project-root", str(project), "--no-probe")
     assert text.returncode == 0 and "server-filesystem" in text.stdout
+
+
+def test_discover_shows_each_client_file_its_entries_and_what_was_skipped_and_why(tmp_path):
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir(parents=True)
+    codex.write_text('[mcp_servers.docs]\ncommand = "docs-mcp"\n\n[mcp_servers.gh]\nurl = "https://gh.example/mcp"\n'
+                     'bearer_token_env_var = "TROUPE_TEST_UNSET_TOKEN"\n')
+    goose = home / ".config" / "goose" / "config.yaml"
+    goose.parent.mkdir(parents=True)
+    goose.write_text("extensions:\n  developer: {type: builtin, enabled: true}\n"
+                     "  fetch: {type: stdio, cmd: uvx, args: [mcp-server-fetch], enabled: false}\n")
+    text = run("discover", "--home", str(home), "--project-root", str(project), "--no-probe")
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert "Codex CLI (codex)" in out and f"{codex}: 2 entries: docs, gh" in out
+    assert "Goose (goose)" in out and f"{goose}: 1 entry: fetch" in out
+    assert "skipped developer: a Goose builtin extension runs inside Goose" in out
+    # gh waits for its token, fetch is listed but off: neither is started, both are shown
+    assert "needs-input: $TROUPE_TEST_UNSET_TOKEN" in out
+    assert "disabled" in out.split("fetch  [")[1].split("\n")[0]
+    doc = json.loads(run("discover", "--home", str(home), "--project-root", str(project), "--no-probe",
+                         "--json").stdout)
+    assert doc["clients"]["goose"][0]["skipped"] == [{"name": "developer",
+                                                      "reason": "a Goose builtin extension runs inside Goose"}]
+    assert {s["name"]: s["needs_input"] for s in doc["services"]}["gh"] == ["$TROUPE_TEST_UNSET_TOKEN"]

@@ -169,3 +169,21 @@ def test_a_server_removed_from_any_client_file_stops_and_its_process_group_dies(
     for group in groups.values():
         with pytest.raises(ProcessLookupError):
             os.killpg(group, 0)  # nothing of the server's process group is left
+
+
+@pytest.mark.slow
+def test_an_entry_with_an_unresolvable_variable_waits_in_needs_input_and_never_runs(home, tmp_path):
+    marker = tmp_path / "ran"
+    path = home.home / ".cursor" / "mcp.json"
+    path.parent.mkdir(parents=True)
+    args = ["-c", f"open({str(marker)!r}, 'w').write('ran')", "${env:TROUPE_TEST_NEVER_SET}"]
+    path.write_text(json.dumps({"mcpServers": {"waits-live": {"command": PYTHON, "args": args}}}))
+    home.start()
+    wait_until(lambda: home.servers().get("waits-live", {}).get("state") == "needs-input", 15,
+               message="the entry listed as needing input")
+    reason = home.servers()["waits-live"]["reason"]
+    assert "${env:TROUPE_TEST_NEVER_SET}" in reason and str(path) in reason
+    # the file is fixed: the edit is a new launch line, and it starts
+    home.write("cursor", "v1")
+    wait_until(lambda: "cursor-live" in home.ready(), 30, message="the fixed entry started")
+    assert "waits-live" not in home.servers() and not marker.exists()
