@@ -174,7 +174,8 @@ class Supervisor(pykka.ThreadingActor):
         if self._verdict(child) != trust.ALLOWED:
             self._gate(child)
         elif not config.enabled:
-            child.reason, child.settled = "disabled in config", True
+            child.reason, child.settled = (f"disabled in {config.origin_file}" if config.source.startswith("discovery")
+                                           and config.origin_file else "disabled in config"), True
         elif not config.auto_start:
             child.reason, child.settled = "auto_start is off", True
         else:
