@@ -61,7 +61,9 @@ class Location:
         """The files a glob matches now (sorted), or this location itself."""
         if not self.is_glob:
             return [self]
-        return [replace(self, path=Path(p)) for p in sorted(glob.glob(str(self.path)))]
+        # only the `*` component is a pattern: a home named "a[1]" must not become one
+        pattern = os.path.join(*(part if "*" in part else glob.escape(part) for part in self.path.parts))
+        return [replace(self, path=Path(p)) for p in sorted(glob.glob(pattern))]
 
     def watched(self) -> list[str]:
         """What the watcher stats: the file, or for a glob its directory (entries added or
