@@ -13,7 +13,7 @@ from actors.discovery.clients import CLIENTS, FILE_PROVIDERS, HTTP, VSCODE_FAMIL
 from actors.discovery.formats import SourceError, parse_json, read_limited
 from actors.discovery.shapes import SHAPES, ShapeContext, current_project_entry
 from actors.discovery.variables import Context, expand, read_env_file
-from actors.settings.config import ConfigError, ServerConfig, from_data
+from actors.settings.config import ConfigError, ServerConfig, from_data, transport_item
 
 __all__ = ["FILE_PROVIDERS", "SourceError", "parse_json", "read_limited", "Location", "Entry", "locations",
            "entries", "entry_to_config", "claude_approvals", "ClaudeApprovals", "watched_paths"]
@@ -227,18 +227,7 @@ def _names(value: Any) -> frozenset:
 
 def spec_to_item(spec: dict) -> dict:
     """A common spec (see shapes) in troupe's own server shape."""
-    item: dict[str, Any] = {"name": PLACEHOLDER}
-    if spec.get("transport") == "stdio":
-        stdio: dict[str, Any] = {"command": spec["command"], "args": spec.get("args") or []}
-        if spec.get("env"):
-            stdio["env"] = spec["env"]
-        if spec.get("cwd"):
-            stdio["work_dir"] = spec["cwd"]
-        item["transport"] = {"type": "stdio", "stdio": stdio}
-        return item
-    key = "sse" if spec["transport"] == "sse" else "streamable_http"
-    item["transport"] = {"type": spec["transport"], key: {"url": spec["url"], "headers": spec.get("headers") or {}}}
-    return item
+    return {"name": PLACEHOLDER, "transport": transport_item(spec)}
 
 
 def spec_to_config(spec: dict, where: str, *, project: str | None = None) -> ServerConfig:

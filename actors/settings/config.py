@@ -280,27 +280,35 @@ def _claude_servers(data: dict, check: _Checker, builtins, base: Path) -> list[S
     return servers
 
 
+def transport_item(spec: dict) -> dict:
+    """troupe's `transport:` mapping for a common entry: {transport: stdio, command, args, env, cwd}
+    or {transport: sse | streamable-http, url, headers} (a client file's entry, normalised)."""
+    if spec.get("transport") == "stdio":
+        stdio: dict[str, Any] = {"command": spec["command"], "args": spec.get("args") or []}
+        if spec.get("env"):
+            stdio["env"] = spec["env"]
+        if spec.get("cwd"):
+            stdio["work_dir"] = spec["cwd"]
+        return {"type": "stdio", "stdio": stdio}
+    key = "sse" if spec["transport"] == "sse" else "streamable_http"
+    return {"type": spec["transport"], key: {"url": spec["url"], "headers": spec.get("headers") or {}}}
+
+
 def claude_entry_to_server(name: str, spec: Any) -> dict | None:
-    """One mcpServers entry in troupe's own server shape (also used by discovery)."""
+    """One mcpServers entry (a Claude-style config given as troupe's own) in troupe's server shape."""
     if not isinstance(spec, dict):
         return None
     item: dict[str, Any] = {"name": name}
     if spec.get("disabled") is True:
         item["enabled"] = False
     if "command" in spec:
-        stdio = {"command": spec["command"], "args": spec.get("args") or []}
-        if spec.get("env"):
-            stdio["env"] = spec["env"]
-        if spec.get("cwd"):
-            stdio["work_dir"] = spec["cwd"]
-        item["transport"] = {"type": "stdio", "stdio": stdio}
+        item["transport"] = transport_item({**spec, "transport": "stdio"})
         return item
     url = spec.get("url") or spec.get("serverUrl")
     if url:
         kind = str(spec.get("type") or spec.get("transport") or "").lower()
-        key = "sse" if kind == "sse" else "streamable_http"
-        item["transport"] = {"type": "sse" if key == "sse" else "streamable-http",
-                             key: {"url": url, "headers": spec.get("headers") or {}}}
+        transport = "sse" if kind == "sse" else "streamable-http"
+        item["transport"] = transport_item({**spec, "url": url, "transport": transport})
         return item
     return None
 
