@@ -99,11 +99,11 @@ def _environ(pid: int) -> dict:
 
 
 def _alive(pid: int) -> bool:
+    """Running and not a zombie; a process that exits while we look is not alive."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return Path(f"/proc/{pid}").exists() and "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
 
 
 def _all_names() -> set:
