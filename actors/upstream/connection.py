@@ -213,7 +213,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                 if self._ready and self.era == MODERN and (epoch < 0 or self.modern.listen_due(epoch)):
                     self.modern.listen(self.capabilities, self.subscriptions.uris())
             case RelistDue(kinds=kinds):
-                self._list_changed(kinds)
+                self._list_changed(self.modern.relist_due(kinds))
             case _:
                 self.log.warning("connection: unknown message {!r}", message)
 

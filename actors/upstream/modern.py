@@ -76,6 +76,7 @@ class ModernUpstream:
         self._epoch = 0
         self._failures = 0
         self._timers: list[gevent.Greenlet] = []
+        self._relist_pending: set[str] = set()  # kinds with a re-list timer running: one each, never more
         self.closed = False
 
     def listen(self, capabilities: dict, uris: Iterable[str]) -> None:
@@ -127,12 +128,19 @@ class ModernUpstream:
         due: dict[float, list] = {}
         for kind in kinds:
             ttl = ttls.get(kind)
-            if has_list_changed(capabilities, kind) or not isinstance(ttl, (int, float)) or isinstance(ttl, bool) \
-                    or ttl < 0:
+            usable = isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0
+            if not usable or kind in self._relist_pending or has_list_changed(capabilities, kind):
                 continue
+            assert isinstance(ttl, (int, float))  # for the type checker: `usable` said so
             due.setdefault(max(ttl / 1000.0, MIN_RELIST), []).append(kind)
+            self._relist_pending.add(kind)
         for delay, batch in due.items():
             self._later(delay * (1 + random.uniform(0, RELIST_JITTER)), RelistDue(tuple(batch)))
+
+    def relist_due(self, kinds: Iterable[str]) -> tuple:
+        """A re-list timer fired: these kinds are re-read now (and may be scheduled again)."""
+        self._relist_pending.difference_update(kinds)
+        return tuple(kinds)
 
     def close(self) -> None:
         """Stop every timer and the stream (the Connection is going)."""

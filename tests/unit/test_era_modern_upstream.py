@@ -81,6 +81,12 @@ def test_relist_only_kinds_without_list_changed(monkeypatch):
     wait_until(lambda: sum(len(m.kinds) for m in fake.told) == 2, 2, message="relists")
     kinds = sorted(k for msg in fake.told for k in msg.kinds)  # due together: one message
     assert all(isinstance(m, RelistDue) for m in fake.told) and kinds == ["prompts", "resources"]
+    # republishing before the re-read schedules nothing more: one timer per kind
+    up.relist_after(["resources"], {"resources": 10}, CAPS)
+    assert len(up._relist_pending) == 2 and len([t for t in up._timers if not t.dead]) == 0
+    assert up.relist_due(("resources",)) == ("resources",)
+    up.relist_after(["resources"], {"resources": 10}, CAPS)
+    wait_until(lambda: len(fake.told) == 2, 2, message="re-list scheduled again")
     up.close()
 
 
