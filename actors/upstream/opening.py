@@ -55,7 +55,7 @@ class EraOpening:
     def _open(self) -> None:
         """The opening request: initialize for a server known to be legacy, else the probe."""
         timeout = min(INIT_TIMEOUT, max(self.config.timeout, 5.0))
-        if self.era == LEGACY:
+        if self.era == LEGACY or self.config.transport == "sse":  # HTTP+SSE exists only in the legacy era
             # What troupe can relay for its clients (see Runtime.upstream_capabilities).
             method, params = handshake.opening(self._client_caps)
             self._request(method, params, self._initialized, timeout=timeout)
