@@ -9,6 +9,7 @@ import pytest
 
 from tests.support import PYTHON, ROOT, wait_until
 from tests.support.ports import start_announced, stop
+from tests.support.schema import validate_message
 from tests.support.troupe import server, text_of
 
 
@@ -42,6 +43,10 @@ def test_modern_only_stdio_upstream_serves_a_legacy_client(make):
     assert text_of(t.call("modern__add_tool")) == "added"
     wait_until(lambda: "modern__late" in _tool_names(t), 10, message="late tool listed")
     assert text_of(t.call("modern__late")) == "late"
+    # what the legacy client got from a modern upstream is valid 2025-11-25 MCP
+    methods = {m["id"]: m["method"] for m in t.sent if isinstance(m, dict) and "id" in m and "method" in m}
+    for msg in t.received:
+        validate_message(msg, "server", methods.get(msg.get("id")) if "method" not in msg else None)
 
 
 def test_resources_without_list_changed_are_relisted_by_ttl(make):
