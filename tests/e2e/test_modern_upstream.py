@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support import PYTHON, ROOT, wait_until
+from tests.support import PEERS, PYTHON, ROOT, wait_until
 from tests.support.ports import start_announced, stop
 from tests.support.schema import validate_message
 from tests.support.troupe import server, text_of
@@ -155,3 +155,24 @@ def test_python_sdk_server_as_a_modern_stdio_upstream(make, tmp_path):
     wait_until(lambda: t.server_status("sdk")["state"] == "ready", 20, message="sdk ready")
     assert t.server_status("sdk")["era"] == "modern"
     assert text_of(t.call("sdk__shout", {"text": "modern"})) == "MODERN"
+
+
+TS_SDK = PEERS / "node_modules" / "@modelcontextprotocol" / "server"
+
+
+@pytest.mark.skipif(not TS_SDK.exists(), reason=f"TypeScript server SDK 2.x not installed at {TS_SDK} "
+                                                "(npm install @modelcontextprotocol/server@2 zod into the peers dir)")
+def test_typescript_sdk_modern_only_http_upstream(make, tmp_path):
+    proc, port = start_announced(["node", str(ROOT / "tests" / "servers" / "ts_modern.cjs"), "0"],
+                                 tmp_path / "ts_modern.log", env={"TROUPE_PEERS_DIR": str(PEERS)})
+    try:
+        t = make([{"name": "ts", "transport": {"type": "streamable-http", "streamable_http": {
+            "url": f"http://127.0.0.1:{port}/mcp"}}}])
+        wait_until(lambda: t.server_status("ts")["state"] == "ready", 15, message="ts ready")
+        assert t.server_status("ts")["era"] == "modern"
+        assert t.server_status("ts")["server_info"]["name"] == "ts-modern"
+        assert text_of(t.call("ts__echo", {"text": "from a legacy client"})) == "from a legacy client"
+        prompt = t.request("prompts/get", {"name": "ts__hello", "arguments": {"who": "ts"}})["result"]
+        assert prompt["messages"][0]["content"]["text"] == "Hello, ts!"
+    finally:
+        stop(proc)
