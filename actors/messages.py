@@ -62,6 +62,9 @@ class Forward:
     on_progress: Callable[[dict], None] | None = None
     origin: Any = None
     origin_request: Any = None  # the client's own request id, for its cancellations
+    # The calling client's capabilities; a modern upstream gets their relayable part in each
+    # request's _meta (None: troupe's own request, sent with {}).
+    client_capabilities: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +234,16 @@ class ConnectionReady:
     prompts: int
     server_info: Any = None
     endpoint: Any = None  # {"pid": …} or {"url": …} from the transport
+
+
+@dataclass(frozen=True, slots=True)
+class EraLearned:
+    """Told by a Connection to the Supervisor: which protocol era ("modern" or "legacy") the
+    server's probe showed, so the next generation of the same server identity starts in it."""
+
+    server: str
+    generation: int
+    era: str
 
 
 @dataclass(frozen=True, slots=True)

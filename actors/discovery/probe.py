@@ -1,4 +1,7 @@
-"""One-shot MCP health probe: open a transport, initialize, tools/list (or ping), close."""
+"""One-shot MCP health probe: open a transport, initialize, tools/list (or ping), close. A server
+that refuses initialize as a modern-only (2026-07-28) one is probed with server/discover and a
+tools/list in the modern envelope instead: initialize first keeps legacy servers (some exit on
+any other first request) probed exactly as before."""
 from __future__ import annotations
 
 import itertools
@@ -8,7 +11,7 @@ from typing import Any
 import gevent.queue
 from loguru import logger
 
-from actors.protocol import handshake, jsonrpc
+from actors.protocol import handshake, jsonrpc, modern_client
 from actors.settings.config import ServerConfig
 from actors.transports.base import TransportError, TransportGarbage
 from actors.transports.factory import make_transport
@@ -77,11 +80,21 @@ def _error_text(msg: dict) -> str:
     return f"{err.get('message', 'error')} ({err.get('code')})" if isinstance(err, dict) else str(err)
 
 
-def _count_tools(session: _Session) -> int | None:
+def _modern_only(msg: dict) -> bool:
+    """initialize refused with "unsupported version" naming a modern version."""
+    err = msg.get("error")
+    data = err.get("data") if isinstance(err, dict) else None
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return (isinstance(err, dict) and err.get("code") == modern_client.UNSUPPORTED_VERSION
+            and isinstance(supported, list) and modern_client.MODERN_VERSION in supported)
+
+
+def _count_tools(session: _Session, modern: bool = False) -> int | None:
     """Tools over every page; None if the server has no tools/list."""
     count, cursor = 0, None
     for _ in range(MAX_TOOL_PAGES):
-        msg = session.call("tools/list", {"cursor": cursor} if cursor else {})
+        params = {"cursor": cursor} if cursor else {}
+        msg = session.call("tools/list", modern_client.envelope(params) if modern else params)
         if "error" in msg:
             return None
         result: Any = msg.get("result") or {}
@@ -90,6 +103,22 @@ def _count_tools(session: _Session) -> int | None:
         if not cursor:
             break
     return count
+
+
+def _probe_modern(session: _Session) -> tuple[bool, str, int]:
+    """The stateless era's health check: server/discover, then its tools (no ping in that era)."""
+    found = session.call(*handshake.discovery({}, CLIENT_INFO))
+    if "error" in found:
+        return False, f"{modern_client.DISCOVER} failed: {_error_text(found)}", 0
+    try:
+        opened = handshake.accept_discover(found.get("result"))
+    except handshake.HandshakeError as exc:
+        return False, str(exc), 0
+    session.transport.set_protocol_version(opened.version)
+    tools = _count_tools(session, modern=True) if "tools" in opened.capabilities else None
+    if tools is not None:
+        return True, f"ok: {tools} tools", tools
+    return True, f"ok: {modern_client.DISCOVER}", 0
 
 
 def probe(config: ServerConfig, timeout: float) -> tuple[bool, str, int]:
@@ -106,6 +135,8 @@ def probe(config: ServerConfig, timeout: float) -> tuple[bool, str, int]:
     try:
         transport.open()
         init = session.call(*handshake.opening({}, CLIENT_INFO))  # a probe offers the server nothing
+        if "error" in init and _modern_only(init):
+            return _probe_modern(session)
         if "error" in init:
             return False, f"initialize failed: {_error_text(init)}", 0
         try:

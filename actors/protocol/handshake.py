@@ -5,15 +5,15 @@ The session era (every version in mcp.SUPPORTED_VERSIONS today) opens with `init
 the version the server chose, and confirms with `notifications/initialized`. A caller asks
 `opening()` what to send, hands the answer's result to `accept()`, and sends what
 `confirmation()` returns, if anything. The stateless era (MCP 2026-07-28, `server/discover`,
-no confirmation) belongs here too: a new opening, a new accept branch, `confirmation()` None,
-and the callers stay as they are.
+no confirmation) opens with `discovery()` instead: its answer goes to `accept_discover()`,
+and `modern_client.verdict()` tells from it which era the server speaks.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import jsonrpc, mcp, modern_client
 
 INITIALIZE = "initialize"
 INITIALIZED = "notifications/initialized"
@@ -53,4 +53,29 @@ def accept(result: Any) -> Handshake:
 
 def confirmation(handshake: Handshake) -> dict | None:
     """The notification that completes the opening, or None when the version has none."""
+    if handshake.version in modern_client.MODERN_VERSIONS:
+        return None  # the stateless era has no session to confirm
     return jsonrpc.notification(INITIALIZED)
+
+
+def discovery(capabilities: dict | None = None, client_info: dict | None = None) -> tuple[str, dict]:
+    """(method, params) of the stateless era's opening: `server/discover` in the modern envelope."""
+    params = modern_client.envelope(None, capabilities)
+    if client_info is not None:
+        params["_meta"][modern_client.META_CLIENT_INFO] = client_info
+    return modern_client.DISCOVER, params
+
+
+def accept_discover(result: Any) -> Handshake:
+    """A DiscoverResult naming a modern version as the Handshake of the stateless era: its
+    capabilities (less those troupe does not implement) and the serverInfo stamp of its _meta."""
+    if not isinstance(result, dict):
+        raise HandshakeError(f"{modern_client.DISCOVER} answered with no result object")
+    supported = result.get("supportedVersions")
+    if not isinstance(supported, list) or modern_client.MODERN_VERSION not in supported:
+        raise HandshakeError(f"server speaks protocol {supported!r}; troupe's stateless era is "
+                             f"{modern_client.MODERN_VERSION}")
+    meta = result.get("_meta")
+    info = meta.get("io.modelcontextprotocol/serverInfo") if isinstance(meta, dict) else None
+    return Handshake(modern_client.MODERN_VERSION, modern_client.forwarded_capabilities(result.get("capabilities")),
+                     info if isinstance(info, dict) else {})

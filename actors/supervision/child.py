@@ -12,6 +12,7 @@ from actors.settings.model import ServerConfig
 from actors.supervision.directory import ServerView
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.states import CALLABLE_STATES, ServerState
+from actors.trust.provenance import identity_key as trust_identity
 from actors.upstream.stats import StatsSnapshot
 
 
@@ -41,6 +42,14 @@ class Child:
     server_info: dict | None = None
     endpoint: dict | None = None
     settled: bool = False  # its first start attempt has ended (ready or failed)
+    era: tuple | None = None  # (server identity, "modern" | "legacy") as its last probe showed
+
+    def known_era(self) -> str | None:
+        """The protocol era remembered for this server's current identity, or None (probe it):
+        an edited launch line or URL is another server, probed again."""
+        if self.era is None or self.era[0] != trust_identity(self.config):
+            return None
+        return self.era[1]
 
     @property
     def config(self) -> ServerConfig:

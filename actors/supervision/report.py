@@ -34,7 +34,7 @@ def server_status(child: Child) -> dict:
            "prompts": prompts if child.callable else 0,
            "pid": None, "url": config.shown_url,
            "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
-           "server_info": child.server_info}
+           "server_info": child.server_info, "era": child.known_era()}
     if child.callable and child.endpoint:
         out["pid"] = child.endpoint.get("pid")
     out.update(child.retired.to_json())

@@ -27,6 +27,7 @@ from actors.messages import (
     ConnectionFailed,
     ConnectionReady,
     ConnectionRetired,
+    EraLearned,
     ControlServer,
     DescribeLaunch,
     DropServer,
@@ -130,6 +131,8 @@ class Supervisor(pykka.ThreadingActor):
                 child = self.children.get(name)
                 if child is not None:
                     child.retire(gen, stats)
+            case EraLearned(server=name, generation=gen, era=era) if self._current(name, gen):
+                self.children[name].era = (trust.identity_key(self.children[name].config), era)
             case ConnectionReady():
                 self._on_ready(message)
             case ConnectionFailed():
@@ -232,7 +235,7 @@ class Supervisor(pykka.ThreadingActor):
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
                                      route_server_request=self.route_server_request, log_level=self.log_level,
-                                     hung_after=child.policy.hung_after)
+                                     hung_after=child.policy.hung_after, era=child.known_era())
 
     def _session_log_level(self, session, level: str | None) -> None:
         """Upstreams log at the most verbose level any session asked for; each session filters."""

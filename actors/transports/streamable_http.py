@@ -1,19 +1,22 @@
-"""Streamable HTTP client transport (MCP 2025-03-26 … 2025-11-25)."""
+"""Streamable HTTP client transport: the session era (MCP 2025-03-26 … 2025-11-25) and the
+stateless one (2026-07-28), chosen per message by the `_meta` envelope the Connection adds."""
 from __future__ import annotations
 
 import time
 from typing import Any, Mapping
 
 import gevent
+import orjson
 import requests
 import sseclient
 from loguru import logger
 
-from actors.protocol import jsonrpc
+from actors.protocol import jsonrpc, modern_client
 from actors.redact import redact_url
 from actors.transports.base import OnClosed, OnMessage, TransportGarbage
 from actors.transports.http_base import (
     DEFAULT_CONNECT_TIMEOUT,
+    ERROR_BODY_LIMIT,
     JSON_MEDIA_TYPE,
     POST_READ_TIMEOUT,
     HttpTransportBase,
@@ -52,6 +55,13 @@ def _answers(message: Any, request_id: Any) -> bool:
             and ("result" in message or "error" in message) and message.get("id") == request_id)
 
 
+def _modern(message: dict) -> bool:
+    """A request in the stateless era's envelope: sent without a session, with its own headers."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and modern_client.META_VERSION in meta
+
+
 def _visible_ascii(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(c) <= 0x7E for c in value)
 
@@ -73,6 +83,8 @@ class StreamableHttpTransport(HttpTransportBase):
         self._protocol_version: str | None = None
         self._initialized = False  # a successful initialize response was seen
         self._listening = False  # the GET stream greenlet was started
+        self._tool_headers: Mapping[str, tuple] = {}  # tool → its Mcp-Param-* map (modern era)
+        self._calls: dict[Any, gevent.Greenlet] = {}  # modern requests in flight: closing one cancels it
 
     def open(self) -> None:
         # Nothing to connect before the initialize POST: a server that is down
@@ -81,6 +93,15 @@ class StreamableHttpTransport(HttpTransportBase):
 
     def set_protocol_version(self, version: str) -> None:
         self._protocol_version = version
+
+    def set_tool_headers(self, maps: Mapping[str, tuple]) -> None:
+        """The x-mcp-header map of each tool (from the Connection's last tools list): a modern
+        tools/call mirrors those arguments into Mcp-Param-* headers."""
+        self._tool_headers = dict(maps)
+
+    @property
+    def _stateless(self) -> bool:
+        return self._protocol_version in modern_client.MODERN_VERSIONS
 
     # -- headers ------------------------------------------------------------------
 
@@ -91,9 +112,11 @@ class StreamableHttpTransport(HttpTransportBase):
             headers[VERSION_HEADER] = self._protocol_version
         return headers
 
-    def _post_headers(self) -> dict:
-        return self._session_headers(
-            {**self._headers, "Content-Type": JSON_MEDIA_TYPE, "Accept": POST_ACCEPT})
+    def _post_headers(self, message: dict) -> dict:
+        headers = {**self._headers, "Content-Type": JSON_MEDIA_TYPE, "Accept": POST_ACCEPT}
+        if _modern(message):  # no session: the headers mirror this request alone
+            return {**headers, **modern_client.request_headers(message, self._tool_headers)}
+        return self._session_headers(headers)
 
     def _session_gone(self, status: int, detail: str) -> bool:
         """The server no longer knows our session: the spec says 404; the TypeScript
@@ -107,28 +130,67 @@ class StreamableHttpTransport(HttpTransportBase):
 
     def _dispatch(self, message: dict) -> None:
         if jsonrpc.is_request(message):
-            self._greenlets.spawn(self._post_request, message)
+            call = self._greenlets.spawn(self._post_request, message)
+            if _modern(message):
+                self._calls[message["id"]] = call
+        elif self._stateless:
+            self._stateless_notice(message)
         else:
             self._post_other(message)
 
+    def _stateless_notice(self, message: dict) -> None:
+        """The stateless era has no client→server notifications on HTTP: a cancellation closes
+        the request's own response; anything else has nowhere to go."""
+        params = message.get("params")
+        call = self._calls.pop(params.get("requestId"), None) if isinstance(params, dict) and \
+            message.get("method") == "notifications/cancelled" else None
+        if call is not None:
+            call.kill(block=False)  # _tracked closes its response: that is the cancel
+        else:
+            self._log.debug("not sent to a stateless server: {}", message.get("method") or "response")
+
     def _post(self, message: dict, read_timeout: float) -> requests.Response:
-        return self._http.post(self.url, data=jsonrpc.encode(message), headers=self._post_headers(),
+        return self._http.post(self.url, data=jsonrpc.encode(message), headers=self._post_headers(message),
                                stream=True, timeout=(self._connect_timeout, read_timeout))
 
     def _post_request(self, message: dict) -> None:
         try:
-            resp = self._post(message, REQUEST_READ_TIMEOUT)
-        except requests.RequestException as exc:
-            self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
-            return
-        with self._tracked(resp):
-            failure = self._read_answer(message, resp)
-        if failure is not None:
-            self._fail(message, *failure)
+            try:
+                resp = self._post(message, REQUEST_READ_TIMEOUT)
+            except requests.RequestException as exc:
+                self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
+                return
+            with self._tracked(resp):
+                failure = self._read_answer(message, resp)
+            if failure is not None:
+                self._fail(message, *failure)
+        finally:
+            if self._calls.get(message["id"]) is gevent.getcurrent():
+                del self._calls[message["id"]]
+
+    def _modern_refusal(self, message: dict, resp: requests.Response) -> bool:
+        """A stateless server refuses with a JSON-RPC error body (400 for a version or header
+        problem, 404 for an unknown method): that error is the answer, with the HTTP status."""
+        if not _modern(message):
+            return False
+        try:
+            body = orjson.loads(resp.raw.read(ERROR_BODY_LIMIT, decode_content=True))
+        except Exception:  # an HTML page or nothing: the status line is all there is
+            return False
+        if not modern_client.is_modern_error_body(body):
+            return False
+        error = dict(body["error"])
+        data = error.get("data")
+        if data is None or isinstance(data, dict):
+            error["data"] = {**(data or {}), "httpStatus": resp.status_code}
+        self._deliver({"jsonrpc": "2.0", "id": message["id"], "error": error})
+        return True
 
     def _read_answer(self, message: dict, resp: requests.Response) -> tuple[str, int | None] | None:
         """Deliver what the server answered; return why not, if the request is still unanswered."""
         status = resp.status_code
+        if status >= 400 and self._modern_refusal(message, resp):
+            return None
         if status >= 300:
             detail = error_detail(resp)
             if self._session_gone(status, detail):

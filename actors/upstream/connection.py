@@ -1,7 +1,6 @@
 """Connection actor: the client side of MCP for one upstream server."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable
 
 import pykka
@@ -25,26 +24,30 @@ from actors.messages import (
     TransportClosed,
     UpstreamError,
 )
-from actors.protocol import handshake, jsonrpc, mcp
+from actors.protocol import handshake, jsonrpc, mcp, modern_client
+from actors.protocol.modern_client import MODERN
 from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
 from actors.transports.base import Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
 from actors.trust.provenance import identity_key as trust_identity
 from actors.upstream.listing import UpstreamLists
+from actors.upstream.backpressure import Backpressure
 from actors.upstream.liveness import Liveness
+from actors.upstream.modern import ListenDue, RelistDue
+from actors.upstream.opening import EraOpening
 from actors.upstream.requests import RequestTable, outcome_of, usable_id
 from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
 from actors.upstream.waiting import WaitingLine
 
-INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
-MIN_SEND_WINDOW = 0.1  # a queued call that gets its slot with less time left than this is answered, not sent
+# troupe's own requests that say nothing of the server's health when they time out
+OWN_METHODS = ("initialize", "ping", modern_client.DISCOVER, modern_client.LISTEN)
 
 
-class Connection(pykka.ThreadingActor):
+class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
     """Owns one upstream server's transport and, each in a plain object only its greenlet
     touches: its requests in flight (RequestTable), the calls waiting beyond max_in_flight
     (WaitingLine), what the server sends unasked (ServerMessages), its lists (UpstreamLists),
@@ -62,7 +65,7 @@ class Connection(pykka.ThreadingActor):
                  registry: pykka.ActorRef, *,
                  transport_factory: Callable[..., Transport] = make_transport, client_capabilities: dict | None = None,
                  bus=None, route_server_request=None, log_level: str | None = None,
-                 hung_after: int = HUNG_AFTER_TIMEOUTS) -> None:
+                 hung_after: int = HUNG_AFTER_TIMEOUTS, era: str | None = None) -> None:
         super().__init__()
         self.config, self.generation = config, generation
         self.supervisor, self.registry = supervisor, registry
@@ -75,7 +78,7 @@ class Connection(pykka.ThreadingActor):
         # Timers only tell this actor: every deadline is handled in its own turn.
         self.requests = RequestTable(self.stats, lambda rid: self._tell(RequestTimedOut(rid)), log=self.log)
         self.waiting = WaitingLine(self.stats, lambda ticket: self._tell(QueuedTimedOut(ticket)))
-        self.subscriptions = UpstreamSubscriptions(self._own_request)
+        self.subscriptions = UpstreamSubscriptions(self._subscription_request)
         self.lists = UpstreamLists(self._own_request, self._publish, log=self.log)
         self.server_messages = ServerMessages(
             config.name, self.requests, self._send, route=route_server_request, bus=bus, log=self.log,
@@ -84,8 +87,8 @@ class Connection(pykka.ThreadingActor):
         self._ready = False
         self._failed = False
         self.liveness = Liveness(config.name, generation, hung_after, report=supervisor.tell, fail=self._fail,
-                                 ping=lambda on_reply, wait: self._request("ping", None, on_reply, timeout=wait),
-                                 log=self.log)
+                                 ping=self._liveness_probe, log=self.log)
+        self._init_era(era)
         self._log_budget = LogBudget()  # log lines about what the server sent that troupe dropped
         self.capabilities: dict = {}
         self.server_info: dict = {}
@@ -105,11 +108,10 @@ class Connection(pykka.ThreadingActor):
             self.log.exception("transport open failed")
             self._fail(f"transport open failed: {exc}")
             return
-        # What troupe can relay for its clients (see Runtime.upstream_capabilities).
-        method, params = handshake.opening(self._client_caps)
-        self._request(method, params, self._initialized, timeout=min(INIT_TIMEOUT, max(self.config.timeout, 5.0)))
+        self._open()
 
     def on_stop(self) -> None:
+        self.modern.close()
         self._fail_all(f"{self.config.name}: connection stopped")
         try:  # its totals outlive it: the supervisor adds them to the server's
             self.supervisor.tell(ConnectionRetired(self.config.name, self.generation, self.stats.snapshot()))
@@ -145,15 +147,7 @@ class Connection(pykka.ThreadingActor):
 
     # ---------------------------------------------------------------- handshake and lists
 
-    def _initialized(self, outcome) -> None:
-        if isinstance(outcome, UpstreamError):
-            self._fail(f"initialize failed: {outcome.message}")
-            return
-        try:
-            opened = handshake.accept(outcome)
-        except handshake.HandshakeError as exc:
-            self._fail(str(exc))
-            return
+    def _opened(self, opened: handshake.Handshake) -> None:
         self.protocol_version = opened.version
         self.capabilities, self.server_info = opened.capabilities, opened.server_info
         assert self.transport is not None  # opened in on_start before initialize was sent
@@ -167,6 +161,8 @@ class Connection(pykka.ThreadingActor):
         """Every list is read: to the registry; the first time, the server is ready."""
         if self._failed:
             return
+        if self.era == MODERN:
+            lists = self._modern_lists(lists)
         self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
                                          lists.get("tools", ()), lists.get("resources", ()),
                                          lists.get("templates", ()), lists.get("prompts", ()),
@@ -208,9 +204,16 @@ class Connection(pykka.ThreadingActor):
                 self.log_level = level
                 self._set_log_level(level)
             case NotifyUpstream(method=method, params=params):
-                self._send(jsonrpc.notification(method, params))
+                if self.era != MODERN:  # the stateless era removed the client's notifications (roots…)
+                    self._send(jsonrpc.notification(method, params))
             case TransportClosed(reason=reason):
-                self._fail(reason)
+                if not self._respawned_legacy(reason):
+                    self._fail(reason)
+            case ListenDue(epoch=epoch):
+                if self._ready and self.era == MODERN and (epoch < 0 or self.modern.listen_due(epoch)):
+                    self.modern.listen(self.capabilities, self.subscriptions.uris())
+            case RelistDue(kinds=kinds):
+                self._list_changed(self.modern.relist_due(kinds))
             case _:
                 self.log.warning("connection: unknown message {!r}", message)
 
@@ -229,61 +232,37 @@ class Connection(pykka.ThreadingActor):
             return
         self._dispatch(fwd)
 
-    # Backpressure: beyond max_in_flight a call waits its turn (FIFO), still bounded by its
-    # own timeout; only a full queue is refused as busy.
-
-    def _wait_for_slot(self, fwd: Forward) -> None:
-        if len(self.waiting) >= self.config.max_queued:
-            fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE,
-                                       f"server {self.config.name} is busy: {self.stats.in_flight} calls in "
-                                       f"flight and {len(self.waiting)} waiting (max_queued "
-                                       f"{self.config.max_queued}); retry later", server=self.config.name))
-            return
-        self.waiting.add(fwd, fwd.timeout or self.config.timeout)
-
-    def _queue_timed_out(self, ticket: int) -> None:
-        expired = self.waiting.expire(ticket)
-        if expired is not None:
-            self._answer_no_slot(*expired)
-
-    def _answer_no_slot(self, fwd: Forward, timeout: float) -> None:
-        fwd.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT,
-                                   f"server {self.config.name} had no free slot within {timeout:g}s "
-                                   f"({self.stats.in_flight} calls in flight, max_in_flight "
-                                   f"{self.config.max_in_flight})", server=self.config.name))
-
-    def _next_in_line(self) -> None:
-        """A slot was freed: the longest-waiting call goes now."""
-        while len(self.waiting) and self.stats.in_flight < self.config.max_in_flight and not self._failed:
-            fwd, timeout, left = self.waiting.pop_oldest()
-            if left < MIN_SEND_WINDOW:  # too late to be useful: the backend's work would only be cancelled
-                self._answer_no_slot(fwd, timeout)
-                continue
-            self._dispatch(replace(fwd, timeout=left))
-
     def _dispatch(self, fwd: Forward) -> None:
         self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
                       counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
-                      origin_request=fwd.origin_request)
+                      origin_request=fwd.origin_request, client_capabilities=fwd.client_capabilities)
+
+    def _liveness_probe(self, on_reply, wait: float) -> None:
+        # A modern server has no ping: another request (server/discover) shows it alive.
+        self._request(modern_client.DISCOVER if self.era == MODERN else "ping", None, on_reply, timeout=wait)
 
     def _own_request(self, method: str, params: Any, on_reply) -> None:
         """A request troupe makes for itself (lists, subscriptions), bounded by the server's timeout."""
         self._request(method, params, on_reply, timeout=self.config.timeout)
 
     def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
-                 on_progress=None, origin=None, origin_request=None) -> None:
+                 on_progress=None, origin=None, origin_request=None, client_capabilities=None) -> int:
         rid = self.requests.open(method, on_reply, timeout=timeout, counted=counted, on_progress=on_progress,
                                  origin=origin, origin_request=origin_request)
         if on_progress is not None:
             # troupe's own token upstream (the request id): unique on this connection
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
+        if self.era == MODERN or method == modern_client.DISCOVER:
+            # Stateless: every request says who asks and what the caller can do; logs are asked per request.
+            params = modern_client.envelope(params, modern_client.relayable(client_capabilities), self.log_level)
         assert self.transport is not None  # set in on_start before any request: only a ready server gets calls
         try:
             self.transport.send(jsonrpc.request(rid, method, params))
         except TransportError as exc:
             self._complete(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: {exc}",
                                               server=self.config.name))
+        return rid
 
     def _complete(self, rid, outcome) -> None:
         pending = self.requests.complete(rid, outcome)  # None: answered already, a late reply is dropped
@@ -303,7 +282,7 @@ class Connection(pykka.ThreadingActor):
                                                   server=self.config.name))
         if pending.counted:
             self._next_in_line()
-        if pending.method not in ("initialize", "ping"):
+        if pending.method not in OWN_METHODS:
             self.liveness.timed_out(self.config.timeout, failed=self._failed)
 
     def _cancel(self, cancel: CancelForward) -> None:
@@ -345,7 +324,9 @@ class Connection(pykka.ThreadingActor):
                              f"{repr(msg['id'])[:ID_PREVIEW_CHARS]}")
             return
         if "method" in msg:
-            if "id" in msg:
+            if msg["method"] == modern_client.ACKNOWLEDGED:
+                self.modern.acknowledged()
+            elif "id" in msg:
                 self.server_messages.request(msg)
             else:
                 self.server_messages.notification(msg)
@@ -355,7 +336,7 @@ class Connection(pykka.ThreadingActor):
         if pending is None:
             self.requests.drop_late(rid)
             return
-        if pending.method != "ping":
+        if pending.method not in ("ping", modern_client.DISCOVER):
             self.liveness.answered()
         self._complete(rid, outcome_of(msg, self.config.name))
 
@@ -366,7 +347,8 @@ class Connection(pykka.ThreadingActor):
             self.log.warning("{}{}", text, f" ({suppressed} more not logged)" if suppressed else "")
 
     def _set_log_level(self, level: str) -> None:
-        if self._ready and "logging" in self.capabilities:
+        # a modern server has no logging/setLevel: the level travels in each request's _meta
+        if self._ready and "logging" in self.capabilities and self.era != MODERN:
             self._request("logging/setLevel", {"level": level}, self._log_level_set, timeout=self.config.timeout)
 
     def _log_level_set(self, outcome) -> None:

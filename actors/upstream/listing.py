@@ -29,6 +29,7 @@ class UpstreamLists:
         self._log = log
         self._lists: dict[str, tuple] = {}
         self._reading: set[str] = set()
+        self.ttls: dict[str, object] = {}  # kind → the ttlMs its last page carried (modern servers)
 
     def read(self, kinds: Iterable[str], capabilities: dict) -> None:
         """(Re-)read these kinds; one the server did not declare is empty without asking."""
@@ -50,6 +51,7 @@ class UpstreamLists:
             else:
                 items = outcome.get(key)
                 acc.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))
+                self.ttls[kind] = outcome.get("ttlMs")
                 nxt = outcome.get("nextCursor")
                 if nxt and nxt != cursor and pages + 1 < MAX_LIST_PAGES:
                     self._page(kind, nxt, acc, pages + 1)

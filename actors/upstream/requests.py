@@ -135,6 +135,10 @@ class RequestTable:
             self._take(rid)
         return doomed
 
+    def withdraw(self, request_id) -> Pending | None:
+        """Take one of troupe's own requests back unanswered (its owner stopped wanting it)."""
+        return self._take(request_id)
+
     def latest_origin(self) -> tuple[Any, Any]:
         """(session, client request id) of the newest pending client call, or (None, None)."""
         for p in reversed(self._pending.values()):

@@ -39,6 +39,10 @@ class UpstreamSubscriptions:
                 on_reply(outcome)
             self._send(method, params, subscribed)
 
+    def uris(self) -> tuple[str, ...]:
+        """The URIs some session follows (what a modern upstream's listen stream asks for)."""
+        return tuple(self._followers)
+
     def drop(self, origin) -> None:
         """A session went away: it follows nothing any more."""
         for uri in [u for u, f in self._followers.items() if origin in f]:
