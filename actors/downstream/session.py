@@ -26,7 +26,7 @@ from actors.messages import (
     ServerRequestCancelled,
     UpstreamError,
 )
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import jsonrpc, mcp, modern
 from actors.tells import tell as _tell
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
@@ -223,6 +223,14 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
         if not isinstance(params, dict):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "params must be an object"))
             return
+        if modern.is_modern(params):
+            # stateless: served by this request's own _meta alone; nothing of it is kept
+            refused = modern.check_meta(rid, method, params)
+            if refused is not None:
+                sink(refused)
+                return
+            sink = modern.finishing_sink(rid, method, sink)
+            params = modern.without_envelope(params)
         handler = _METHODS.get(method)
         if handler is None:
             sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
@@ -241,11 +249,7 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
         self.protocol_version = mcp.negotiate(params.get("protocolVersion"))
         sink(jsonrpc.result(rid, {
             "protocolVersion": self.protocol_version,
-            "capabilities": {"tools": {"listChanged": True},
-                             "resources": {"listChanged": True, "subscribe": True},
-                             "prompts": {"listChanged": True},
-                             "logging": {},
-                             "completions": {}},
+            "capabilities": mcp.SESSION_CAPABILITIES,
             "serverInfo": mcp.SERVER_INFO,
             "instructions": self._instructions()}))
 
@@ -268,8 +272,8 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
         sink(jsonrpc.result(rid, {}))
 
     def _discover(self, rid, params, sink, msg) -> None:
-        # The stateless 2026-07-28 era is not served yet: clients fall back to initialize.
-        sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, "method not found: server/discover"))
+        # Answered in either era: a client probes with it before it knows which one troupe speaks.
+        sink(jsonrpc.result(rid, modern.discover_result(self._instructions())))
 
     # ---------------------------------------------------------------- answers and forwarding
 
@@ -373,6 +377,7 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
     def _cancel_all(self, reason: str) -> None:
         for ref in self._inflight.close():
             _tell(ref, CancelForward(self.actor_ref, None, reason))
+
 
 
 _METHODS = {

@@ -6,7 +6,13 @@ from actors import __version__
 LATEST = "2025-11-25"
 # Newest first: the versions troupe speaks on both sides (the legacy, session era).
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+# The stateless revision (2026-07-28, "modern"): no initialize, state travels in each request's _meta.
+MODERN = "2026-07-28"
+MODERN_VERSIONS = (MODERN,)
 CLIENT_INFO = {"name": "troupe", "version": __version__}
+# What troupe backs for a client in a (legacy) session; modern.capabilities() is the stateless set.
+SESSION_CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
+                        "prompts": {"listChanged": True}, "logging": {}, "completions": {}}
 SERVER_INFO = {"name": "troupe", "title": "troupe MCP aggregator", "version": __version__}
 
 # logging/setLevel's levels, least to most severe (RFC 5424 order).
