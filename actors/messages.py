@@ -385,3 +385,11 @@ class ConnectionRetired:
     server: str
     generation: int
     stats: Any  # StatsSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class SetUrl:
+    """Told by the HTTP server (through Runtime) to the Supervisor once it listens, so the status
+    report carries the URL."""
+
+    url: str

@@ -19,7 +19,8 @@ from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
 from actors.supervision.directory import DirectoryBox
-from actors.supervision.supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor, SetUrl
+from actors.messages import SetUrl
+from actors.supervision.supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor
 from actors.trust import ledger
 from actors.trust.keeper import TrustBox, TrustKeeper
 from actors.trust.messages import Decide, WatchTrust

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.protocol import jsonrpc, mcp, modern_client
+from actors.protocol import jsonrpc, mcp, modern, modern_client
 
 INITIALIZE = "initialize"
 INITIALIZED = "notifications/initialized"
@@ -76,6 +76,6 @@ def accept_discover(result: Any) -> Handshake:
         raise HandshakeError(f"server speaks protocol {supported!r}; troupe's stateless era is "
                              f"{modern_client.MODERN_VERSION}")
     meta = result.get("_meta")
-    info = meta.get("io.modelcontextprotocol/serverInfo") if isinstance(meta, dict) else None
+    info = meta.get(modern.META_SERVER_INFO) if isinstance(meta, dict) else None
     return Handshake(modern_client.MODERN_VERSION, modern_client.forwarded_capabilities(result.get("capabilities")),
                      info if isinstance(info, dict) else {})

@@ -9,24 +9,26 @@ import base64
 import re
 from typing import Any, Mapping
 
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import jsonrpc, mcp, modern
+from actors.protocol.modern import (
+    HEADER_MISMATCH,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_VERSION,
+    MISSING_CAPABILITY,
+    UNSUPPORTED_VERSION,
+)
 
-MODERN_VERSION = "2026-07-28"
-MODERN_VERSIONS = (MODERN_VERSION,)
+MODERN_VERSION = mcp.MODERN
+MODERN_VERSIONS = mcp.MODERN_VERSIONS
 DISCOVER = "server/discover"
 LISTEN = "subscriptions/listen"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
-META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
-
-# The revision's own error codes: each is positive evidence that the peer speaks it.
-HEADER_MISMATCH = -32020
-MISSING_CAPABILITY = -32021
-UNSUPPORTED_VERSION = -32022
+# The envelope's keys and the revision's error codes: one definition, shared with serving.
+META_SUBSCRIPTION = modern.META_PREFIX + "subscriptionId"
+# Each of the revision's own error codes is positive evidence that the peer speaks it.
 MODERN_ERRORS = (HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION)
 
 VERSION_HEADER = "MCP-Protocol-Version"

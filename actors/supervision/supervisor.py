@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from types import MappingProxyType
 
 import gevent
@@ -27,14 +26,15 @@ from actors.messages import (
     ConnectionFailed,
     ConnectionReady,
     ConnectionRetired,
-    EraLearned,
     ControlServer,
     DescribeLaunch,
     DropServer,
+    EraLearned,
     GetStatus,
     RestartDue,
     SetLogLevel,
     SetSessionLogLevel,
+    SetUrl,
     StatusReport,
 )
 from actors.protocol import mcp
@@ -395,10 +395,3 @@ class Supervisor(pykka.ThreadingActor):
 def _fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:
     """pykka futures take exc_info, not an exception: a bare one would kill this actor."""
     reply.set_exception((type(exc), exc, None))
-
-
-@dataclass(frozen=True, slots=True)
-class SetUrl:
-    """Told by the HTTP server once it listens, so the status report carries the URL."""
-
-    url: str
