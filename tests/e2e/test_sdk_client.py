@@ -31,7 +31,7 @@ def test_sdk_client_meta_mode_over_fastmcp_and_everything(tmp_path):
     config = write_config(tmp_path, [server("demo", "tests.servers.fastmcp_demo"), _everything()], mode="meta")
 
     async def scenario():
-        async with Client(_troupe(config)) as client:  # auto mode: probes server/discover, falls back
+        async with Client(_troupe(config)) as client:  # auto mode: probes server/discover, speaks 2026-07-28
             assert client.server_info.name == "troupe"
             listed = {t.name for t in (await client.list_tools()).tools}
             assert {"list_tools", "call_tool", "filter_tools", "core_status"} <= listed
