@@ -35,6 +35,7 @@ STATUS = {jsonrpc.PARSE_ERROR: "400 Bad Request", jsonrpc.INVALID_REQUEST: "400 
           jsonrpc.INVALID_PARAMS: "400 Bad Request", HEADER_MISMATCH: "400 Bad Request",
           -32021: "400 Bad Request", -32022: "400 Bad Request",  # missing capability, unsupported version
           jsonrpc.METHOD_NOT_FOUND: "404 Not Found"}
+SESSION_CHECK_S = 5.0  # how often a waiting request checks that its Session still lives
 _HUNG_UP = object()  # reply queue sentinel: the client closed the response
 _CLOSING = object()  # reply queue sentinel: troupe is stopping
 
@@ -180,13 +181,19 @@ class ModernFront:
             self._finish(call, watcher)
 
     def _next(self, call: _Call, timeout: float, drop_notifications: bool = False):
-        """The next thing for this call: a message, a sentinel, or None when `timeout` passed."""
+        """The next thing for this call: a message, a sentinel, or None when `timeout` passed.
+        Waits in slices: a Session that died with the call in it answers it with an error."""
         ends = time.monotonic() + timeout
         while True:
+            left = ends - time.monotonic()
             try:
-                item = call.replies.get(timeout=max(0.0, ends - time.monotonic()))
+                item = call.replies.get(timeout=max(0.0, min(left, SESSION_CHECK_S)))
             except gevent.queue.Empty:
-                return None
+                if left <= SESSION_CHECK_S:
+                    return None
+                if call.session is not None and not call.session.is_alive():
+                    self._session_died(call.session)
+                continue
             # A JSON answer has no room for what precedes it (progress, logs): those are dropped.
             if not (drop_notifications and isinstance(item, dict) and "method" in item):
                 return item
@@ -271,8 +278,9 @@ class ModernFront:
 
     def _session_died(self, ref) -> None:
         with self._lock:
-            if self._session is ref:
-                self._session = None
+            if self._session is not ref:
+                return  # someone noticed first and answered its calls already
+            self._session = None
             orphans = [c for c in self._calls.values() if c.session is ref]
         logger.warning("http: the modern Session stopped; {} open request(s) answered with an error", len(orphans))
         for call in orphans:

@@ -210,3 +210,17 @@ def test_listen_needs_an_sse_accept(front):
                                       "params": {"notifications": {}, "_meta": META}},
                            headers=_headers("subscriptions/listen"), timeout=10)
     assert answer.status_code == 406
+
+
+def test_a_call_whose_session_died_is_answered_and_the_next_gets_a_new_session(front, monkeypatch):
+    rt, app, url = front
+    monkeypatch.setattr(modern_http, "SESSION_CHECK_S", 0.2)
+    pending = gevent.spawn(_call, url, 4, "echo__sleep", {"seconds": 30})
+    wait_until(lambda: _in_flight(rt, "echo") == 1, 10, message="the call in flight")
+    first = app.mcp.modern._session
+    first.stop()  # as if it crashed: no answer will come from it
+    answer = pending.get(timeout=5)
+    assert answer.json()["id"] == 4 and "session stopped" in answer.json()["error"]["message"]
+    again = _call(url, 5, "echo__echo", {"text": "back"})
+    assert again.json()["result"]["content"][0]["text"] == "back"
+    assert app.mcp.modern._session is not first
