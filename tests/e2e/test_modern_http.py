@@ -214,3 +214,26 @@ def test_sdk_client_auto_mode_negotiates_2026_07_28(http_troupe):
             assert (await client.call_tool("echo__add", {"a": 2, "b": 3})).structured_content == {"sum": 5}
     _run(auto())
     assert requests.get(t.base + "/status", timeout=5).json()["sessions"]["open"] == 0
+
+
+
+def test_modern_calls_count_against_max_connections_and_a_slow_head_is_cut(http_troupe):
+    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat", max_connections=3, header_timeout=1)
+    host, port = t.base.split("//")[1].split(":")
+    wait_until(lambda: requests.get(t.base + "/status", timeout=5).json()["connections"]["open"] == 1, 10,
+               message="earlier connections to close")
+    calls = [_raw_post(t.url, _request(i, "tools/call", name="echo__sleep", arguments={"seconds": 60}),
+                       _headers("tools/call", "echo__sleep", Accept="application/json")) for i in range(2)]
+    try:
+        wait_until(lambda: _in_flight(t) == 2, 20, message="two modern calls in flight")
+        with socket.create_connection((host, int(port)), timeout=10) as third:
+            third.sendall(b"POST /mcp HTTP/1.1\r\nMCP-Protocol-Version: 2026-07-28\r\n")  # a head that never ends
+            with socket.create_connection((host, int(port)), timeout=10) as fourth:
+                fourth.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert fourth.recv(1024).startswith(b"HTTP/1.1 503 ")  # the two calls and the slow head hold all 3
+            assert third.recv(1024) == b""  # cut, unanswered, after header_timeout
+        assert _in_flight(t) == 2  # the calls themselves are never cut
+    finally:
+        for sock in calls:
+            sock.close()
+    wait_until(lambda: _in_flight(t) == 0, 10, message="both calls cancelled by their closed connections")
