@@ -35,6 +35,9 @@ STATUS = {jsonrpc.PARSE_ERROR: "400 Bad Request", jsonrpc.INVALID_REQUEST: "400 
           jsonrpc.INVALID_PARAMS: "400 Bad Request", HEADER_MISMATCH: "400 Bad Request",
           -32021: "400 Bad Request", -32022: "400 Bad Request",  # missing capability, unsupported version
           jsonrpc.METHOD_NOT_FOUND: "404 Not Found"}
+# A hang-up is watched for (a greenlet each) only once a request has waited this long: most
+# answers come sooner, and a client that left within it costs at most this much of the call.
+QUICK_S = 0.05
 SESSION_CHECK_S = 5.0  # how often a waiting request checks that its Session still lives
 _HUNG_UP = object()  # reply queue sentinel: the client closed the response
 _CLOSING = object()  # reply queue sentinel: troupe is stopping
@@ -127,11 +130,14 @@ class ModernFront:
             self._forget(call)
             return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                   "troupe is shutting down"))
-        watcher = watch_hangup(environ, lambda: call.replies.put(_HUNG_UP))
+        watcher = None
         committed = False
         try:
-            first = self._next(call, REPLY_TIMEOUT if not wants_sse else DEFER_SSE_S,
-                               drop_notifications=not wants_sse)
+            wait = REPLY_TIMEOUT if not wants_sse else DEFER_SSE_S
+            first = self._next(call, QUICK_S, drop_notifications=not wants_sse)
+            if first is None:  # not a quick answer: from now on a hang-up cancels it
+                watcher = watch_hangup(environ, lambda: call.replies.put(_HUNG_UP))
+                first = self._next(call, wait - QUICK_S, drop_notifications=not wants_sse)
             json_ok = not wants_sse or "application/json" in accept or "*/*" in accept
             if first is None and not wants_sse:  # unanswered: `finally` cancels it upstream
                 return _json("200 OK", jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
@@ -147,6 +153,8 @@ class ModernFront:
                 call.answered = True
                 return _json("503 Service Unavailable", self._closing_answer(call))
             committed = True
+            if watcher is None:
+                watcher = watch_hangup(environ, lambda: call.replies.put(_HUNG_UP))
             return "200 OK", list(sse.HEADERS), self._stream(call, first, watcher)
         finally:
             if not committed:
