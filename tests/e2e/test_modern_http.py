@@ -217,17 +217,28 @@ def test_sdk_client_auto_mode_negotiates_2026_07_28(http_troupe):
 
 
 
+
 def test_modern_calls_count_against_max_connections_and_a_slow_head_is_cut(http_troupe):
-    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat", max_connections=3, header_timeout=1)
+    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat", max_connections=3, header_timeout=2)
     host, port = t.base.split("//")[1].split(":")
-    wait_until(lambda: requests.get(t.base + "/status", timeout=5).json()["connections"]["open"] == 1, 10,
-               message="earlier connections to close")
     calls = [_raw_post(t.url, _request(i, "tools/call", name="echo__sleep", arguments={"seconds": 60}),
                        _headers("tools/call", "echo__sleep", Accept="application/json")) for i in range(2)]
+
+    def hold_the_last_slot() -> socket.socket | None:
+        """A connection sending a head that never ends; None while an earlier one still holds the slot."""
+        sock = socket.create_connection((host, int(port)), timeout=0.3)
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nMCP-Protocol-Version: 2026-07-28\r\n")
+        try:
+            refused = sock.recv(1024)
+        except socket.timeout:  # accepted: troupe waits for the rest of the head
+            sock.settimeout(10)
+            return sock
+        assert refused.startswith(b"HTTP/1.1 503 "), refused
+        sock.close()
+        return None
     try:
         wait_until(lambda: _in_flight(t) == 2, 20, message="two modern calls in flight")
-        with socket.create_connection((host, int(port)), timeout=10) as third:
-            third.sendall(b"POST /mcp HTTP/1.1\r\nMCP-Protocol-Version: 2026-07-28\r\n")  # a head that never ends
+        with wait_until(hold_the_last_slot, 10, message="the last connection slot") as third:
             with socket.create_connection((host, int(port)), timeout=10) as fourth:
                 fourth.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 assert fourth.recv(1024).startswith(b"HTTP/1.1 503 ")  # the two calls and the slow head hold all 3
