@@ -10,7 +10,7 @@ import gevent.queue
 from actors.protocol import jsonrpc, mcp
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
-from actors.serve.modern_http import MODERN_VERSIONS, ModernFront, routes_modern
+from actors.serve.modern_http import ModernFront, routes_modern
 from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
@@ -203,7 +203,7 @@ class McpHttp:
 
 
 def _modern_client(environ) -> bool:
-    return environ.get("HTTP_MCP_PROTOCOL_VERSION") in MODERN_VERSIONS
+    return environ.get("HTTP_MCP_PROTOCOL_VERSION") in mcp.MODERN_VERSIONS
 
 
 def _no_stream() -> Response:

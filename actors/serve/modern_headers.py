@@ -11,9 +11,8 @@ import binascii
 import re
 from typing import Any, Iterator, Mapping
 
-MODERN_VERSIONS = ("2026-07-28",)  # the stateless revisions troupe's HTTP front routes as modern
-PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
-HEADER_MISMATCH = -32020
+from actors.protocol.modern import META_VERSION
+
 # Which body field each name-bearing method mirrors in Mcp-Name.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 PARAM_PREFIX = "Mcp-Param-"
@@ -26,7 +25,7 @@ _DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
 
 
 class HeaderMismatch(Exception):
-    """A routing header disagrees with the body (or is missing): answered -32020 with HTTP 400."""
+    """A routing header disagrees with the body (or is missing): answered HEADER_MISMATCH (-32020), HTTP 400."""
 
 
 def header(environ: Mapping, name: str) -> str | None:
@@ -61,9 +60,9 @@ def check(environ: Mapping, msg: dict, input_schema: Any = None) -> None:
     the spec checks the envelope's shape before the headers."""
     params = msg.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    if not isinstance(meta, dict) or PROTOCOL_VERSION_META not in meta:
+    if not isinstance(meta, dict) or META_VERSION not in meta:
         return
-    if header(environ, "MCP-Protocol-Version") != meta[PROTOCOL_VERSION_META]:
+    if header(environ, "MCP-Protocol-Version") != meta[META_VERSION]:
         raise HeaderMismatch("MCP-Protocol-Version header does not match params._meta's protocol version")
     method = msg.get("method")
     if header(environ, "Mcp-Method") != method:

@@ -19,13 +19,15 @@ from loguru import logger
 
 from actors.downstream.session import Session
 from actors.messages import ClientGone, ClientMessage
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import jsonrpc, mcp, modern
+from actors.protocol.mcp import MODERN_VERSIONS
+from actors.protocol.modern import HEADER_MISMATCH
 from actors.serve import modern_headers, sse_framing as sse
 from actors.serve.listener import watch_hangup
-from actors.serve.modern_headers import HEADER_MISMATCH, MODERN_VERSIONS, HeaderMismatch, header
+from actors.serve.modern_headers import HeaderMismatch, header
 
 LISTEN = "subscriptions/listen"
-SUBSCRIPTION_META = "io.modelcontextprotocol/subscriptionId"
+SUBSCRIPTION_META = modern.META_PREFIX + "subscriptionId"
 REPLY_TIMEOUT = 900.0  # a safety net only, as on the session path; a listen has none (it lasts)
 # An SSE answer is committed only when the Session sends something ahead of the answer, or after
 # this long: an answer that comes first goes out as JSON, so its HTTP status can say 404 or 400.
@@ -33,7 +35,7 @@ DEFER_SSE_S = sse.KEEPALIVE_S
 # The spec's HTTP status for an error answer of a modern request (as the official SDKs map them).
 STATUS = {jsonrpc.PARSE_ERROR: "400 Bad Request", jsonrpc.INVALID_REQUEST: "400 Bad Request",
           jsonrpc.INVALID_PARAMS: "400 Bad Request", HEADER_MISMATCH: "400 Bad Request",
-          -32021: "400 Bad Request", -32022: "400 Bad Request",  # missing capability, unsupported version
+          modern.MISSING_CAPABILITY: "400 Bad Request", modern.UNSUPPORTED_VERSION: "400 Bad Request",
           jsonrpc.METHOD_NOT_FOUND: "404 Not Found"}
 # A hang-up is watched for (a greenlet each) only once a request has waited this long: most
 # answers come sooner, and a client that left within it costs at most this much of the call.
@@ -47,13 +49,16 @@ Response = tuple[str, list, Any]
 
 def routes_modern(environ, msg) -> bool:
     """True when a POST /mcp takes the stateless path: its MCP-Protocol-Version is a modern one
-    (a handshake, `initialize`, never is), or it is a `server/discover` with no version header
-    and no session (an era probe)."""
+    (a handshake, `initialize`, never is); or a version troupe does not know on a request whose
+    `_meta` names one (so that a newer client hears -32022 and the versions to retry with); or a
+    `server/discover` with no version header and no session (an era probe)."""
     if isinstance(msg, dict) and msg.get("method") == "initialize":
         return False
     version = header(environ, "MCP-Protocol-Version")
     if version is not None:
-        return version in MODERN_VERSIONS
+        if version in MODERN_VERSIONS:
+            return True
+        return version not in mcp.SUPPORTED_VERSIONS and isinstance(msg, dict) and modern.is_modern(msg.get("params"))
     return isinstance(msg, dict) and msg.get("method") == "server/discover" and not environ.get("HTTP_MCP_SESSION_ID")
 
 
@@ -228,7 +233,7 @@ class ModernFront:
         anything else with an error."""
         if call.listen:
             return jsonrpc.result(call.client_id, {"resultType": "complete", "_meta": {
-                SUBSCRIPTION_META: call.client_id, "io.modelcontextprotocol/serverInfo": mcp.SERVER_INFO}})
+                SUBSCRIPTION_META: call.client_id, modern.META_SERVER_INFO: mcp.SERVER_INFO}})
         return jsonrpc.error(call.client_id, jsonrpc.SERVER_UNAVAILABLE, "troupe is shutting down")
 
     def _tool_schema(self, msg: dict):

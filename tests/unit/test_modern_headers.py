@@ -102,6 +102,9 @@ def test_which_posts_take_the_stateless_path():
     assert routes_modern(modern, [_msg("tools/list")])  # refused there: modern has no batches
     assert not routes_modern(modern, _msg("initialize"))  # a handshake is always the session era
     assert not routes_modern(_environ(**{"MCP-Protocol-Version": "2025-11-25"}), _msg("tools/list"))
+    future = _environ(**{"MCP-Protocol-Version": "2099-01-01"})
+    assert routes_modern(future, _msg("tools/list"))  # _meta names a version: told -32022 there
+    assert not routes_modern(future, {"jsonrpc": "2.0", "id": 1, "method": "ping"})  # the session path's 400
     assert not routes_modern(_environ(), _msg("tools/list"))
     assert routes_modern(_environ(), _msg("server/discover"))  # an era probe without headers
     assert not routes_modern(_environ(**{"Mcp-Session-Id": "abc"}), _msg("server/discover"))
