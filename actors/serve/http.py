@@ -77,8 +77,7 @@ class App:
                 return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
             return _json(found)
         if method == "GET" and path == "/events":
-            return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], \
-                self._events(environ)
+            return "200 OK", list(sse.HEADERS), self._events(environ)
         extra = self.extra_routes.get((method, path))
         if extra is not None:
             return extra(environ)
@@ -91,6 +90,7 @@ class App:
         """The status report plus what this app holds open: sessions and (when it listens) connections."""
         report = self.rt.status()
         report["sessions"] = self.mcp.sessions.summary()
+        report["modern"] = self.mcp.modern.summary()
         if self.front is not None:
             report["connections"] = self.front.figures()
         return report

@@ -10,6 +10,7 @@ import gevent.queue
 from actors.protocol import jsonrpc, mcp
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
+from actors.serve.modern_http import ModernFront, routes_modern
 from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
@@ -28,16 +29,18 @@ def _plain(status: str, text: str) -> Response:
 
 
 class McpHttp:
-    """The two MCP endpoints; one instance per HTTP app. Its sessions live in a SessionTable."""
+    """The two MCP endpoints; one instance per HTTP app. Its sessions live in a SessionTable;
+    modern (2026-07-28, stateless) requests on /mcp take the ModernFront instead."""
 
     def __init__(self, runtime):
         self.rt = runtime
         serve = runtime.config.serve
         self.sessions = SessionTable(runtime, serve.session_idle, serve.max_sessions)
+        self.modern = ModernFront(runtime)
 
     def close(self) -> list:
-        """Close every session; returns their Session actor refs."""
-        return self.sessions.close_all("troupe shutting down")
+        """Close every session and end every modern request; returns their Session actor refs."""
+        return self.modern.close() + self.sessions.close_all("troupe shutting down")
 
     def _full(self, rid=None, legacy: bool = False) -> Response:
         text = (f"troupe holds {self.sessions.max_sessions} sessions (serve.max_sessions) and every one "
@@ -61,6 +64,8 @@ class McpHttp:
             msg = jsonrpc.decode(body)
         except ValueError as exc:
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
+        if routes_modern(environ, msg):  # stateless: no session issued, required or looked at
+            return self.modern.post(environ, msg)
         if isinstance(msg, list) and msg:
             return self._post_batch(environ, msg)
         if not isinstance(msg, dict):
@@ -89,7 +94,7 @@ class McpHttp:
         if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
             # An SSE reply, as the reference servers give: progress, logs and server→client
             # requests of this call travel on it ahead of the answer.
-            return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers], \
+            return "200 OK", [*sse.HEADERS, *headers], \
                 _until_answer(None, replies, msg["id"], lambda: self.sessions.release(hs, replies))
         # JSON: notifications that precede the answer cannot travel in it and are dropped.
         try:
@@ -140,6 +145,8 @@ class McpHttp:
             self.sessions.release(hs, replies)
 
     def get(self, environ) -> Response:
+        if _modern_client(environ):
+            return _no_stream()
         if "text/event-stream" not in environ.get("HTTP_ACCEPT", ""):
             return _plain("406 Not Acceptable", "GET /mcp needs Accept: text/event-stream")
         sid = environ.get("HTTP_MCP_SESSION_ID")
@@ -147,12 +154,13 @@ class McpHttp:
         if taken is None:
             return _plain("404 Not Found" if sid else "400 Bad Request", "unknown or missing Mcp-Session-Id")
         hs, stream = taken
-        return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
-                          ("Mcp-Session-Id", hs.id)], \
+        return "200 OK", [*sse.HEADERS, ("Mcp-Session-Id", hs.id)], \
             _stream(environ, stream, first=sse.comment("stream open"),
                     on_close=lambda: self.sessions.stream_ended(hs, stream))
 
     def delete(self, environ) -> Response:
+        if _modern_client(environ):
+            return _no_stream()
         if not self.sessions.close(environ.get("HTTP_MCP_SESSION_ID") or "", "session deleted by client",
                                    legacy=False):
             return _plain("404 Not Found", "unknown session")
@@ -169,7 +177,7 @@ class McpHttp:
         assert stream is not None  # open(legacy=True) has just given it its stream
         prefix = environ.get("SCRIPT_NAME", "")
         endpoint = sse.event(f"{prefix}/messages?session_id={hs.id}", name="endpoint")
-        return "200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], \
+        return "200 OK", list(sse.HEADERS), \
             _stream(environ, stream, first=endpoint, on_close=lambda: self.sessions.stream_ended(hs, stream))
 
     def legacy_post(self, environ) -> Response:
@@ -192,6 +200,16 @@ class McpHttp:
         if not self._send(hs, msg, hs.notify):  # every answer travels on the SSE stream
             return _plain("404 Not Found", "session closed")
         return "202 Accepted", [("Content-Type", "text/plain")], b"Accepted"
+
+
+def _modern_client(environ) -> bool:
+    return environ.get("HTTP_MCP_PROTOCOL_VERSION") in mcp.MODERN_VERSIONS
+
+
+def _no_stream() -> Response:
+    """Modern MCP has no GET stream and no session to DELETE: POST is all there is."""
+    status, headers, body = _plain("405 Method Not Allowed", "MCP 2026-07-28 over HTTP takes POST only")
+    return status, [*headers, ("Allow", "POST")], body
 
 
 def _gone(rid) -> Response:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import orjson
 
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies and idle timeouts away
+# Every SSE response's headers; X-Accel-Buffering stops nginx-style proxies holding events back.
+HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"))
 
 
 def event(data: dict | bytes | str, name: str | None = None, event_id: str | None = None) -> bytes:

@@ -1,0 +1,187 @@
+"""The HTTP header rules of MCP 2026-07-28 (modern) requests: the routing headers must repeat the body.
+
+Pure functions over a WSGI environ and a decoded request; no actor, no I/O. A disagreement is a
+HeaderMismatch (JSON-RPC -32020, HTTP 400). The rules follow the spec's transport text and the
+official Python SDK (mcp.shared.inbound), so a request one accepts the other accepts too.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any, Iterator, Mapping
+
+from actors.protocol.modern import META_VERSION
+
+# Which body field each name-bearing method mirrors in Mcp-Name.
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+PARAM_PREFIX = "Mcp-Param-"
+X_MCP_HEADER = "x-mcp-header"
+
+_B64 = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an RFC 9110 field name
+_HEADER_TYPES = frozenset({"string", "integer", "boolean"})  # `number` is excluded by the spec
+_DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
+
+
+class HeaderMismatch(Exception):
+    """A routing header disagrees with the body (or is missing): answered HEADER_MISMATCH (-32020), HTTP 400."""
+
+
+def header(environ: Mapping, name: str) -> str | None:
+    """A request header by its HTTP name, as WSGI spells it (HTTP_MCP_PROTOCOL_VERSION…)."""
+    return environ.get("HTTP_" + name.upper().replace("-", "_"))
+
+
+def decode_value(value: str | None) -> str | None:
+    """A header value, `=?base64?…?=` decoded (how non-ASCII travels); None for a malformed one,
+    so that a corrupt header never matches the body by accident."""
+    if value is None:
+        return None
+    found = _B64.fullmatch(value)
+    if found is None:
+        return value
+    payload = found.group("payload")
+    try:
+        raw = base64.b64decode(payload, validate=True)
+        if base64.b64encode(raw).decode("ascii") != payload:  # only canonical base64 is ever sent
+            return None
+        return raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def check(environ: Mapping, msg: dict, input_schema: Any = None) -> None:
+    """Raise HeaderMismatch unless MCP-Protocol-Version, Mcp-Method, Mcp-Name and the Mcp-Param-*
+    headers of a modern request agree with its body. `input_schema` is the called tool's, as troupe
+    lists it (None when unknown: then Mcp-Param-* headers are not checked).
+
+    A body without `_meta.protocolVersion` is left to the Session, which answers -32602 for it:
+    the spec checks the envelope's shape before the headers."""
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or META_VERSION not in meta:
+        return
+    if header(environ, "MCP-Protocol-Version") != meta[META_VERSION]:
+        raise HeaderMismatch("MCP-Protocol-Version header does not match params._meta's protocol version")
+    method = msg.get("method")
+    if header(environ, "Mcp-Method") != method:
+        raise HeaderMismatch("Mcp-Method header does not match the request's method")
+    key = NAME_BEARING.get(method) if isinstance(method, str) else None
+    assert isinstance(params, dict)  # it holds _meta
+    if key is not None and params.get(key) is not None:
+        if decode_value(header(environ, "Mcp-Name")) != params[key]:
+            raise HeaderMismatch(f"Mcp-Name header does not match the request's {key!r}")
+    if method == "tools/call" and input_schema is not None:
+        arguments = params.get("arguments")
+        check_params(environ, input_schema, arguments if isinstance(arguments, dict) else {})
+
+
+def check_params(environ: Mapping, input_schema: Any, arguments: Mapping) -> None:
+    """Each property the tool marks with `x-mcp-header` and its Mcp-Param-<token> header must be
+    present together and equal, or absent together (a null argument counts as absent). A schema
+    with an invalid annotation checks nothing: conforming clients drop such a tool."""
+    if invalid_annotation(input_schema) is not None:
+        return
+    for path, token, schema in _annotated(input_schema):
+        name = PARAM_PREFIX + token
+        raw = header(environ, name)
+        value = _value_at(arguments, path)
+        argument = ".".join(path)
+        rendered = None if value is None else _render(value)
+        if rendered is None:
+            if raw is not None:
+                raise HeaderMismatch(f"{name} header is present but argument {argument!r} is absent or not a scalar")
+            continue
+        if raw is None:
+            raise HeaderMismatch(f"{name} header is missing but argument {argument!r} is present")
+        decoded = decode_value(raw)
+        if decoded is None:
+            raise HeaderMismatch(f"{name} header carries a malformed base64 value")
+        if not _matches(schema.get("type"), value, rendered, decoded):
+            raise HeaderMismatch(f"{name} header does not match argument {argument!r}")
+
+
+def invalid_annotation(input_schema: Any) -> str | None:
+    """Why the schema's `x-mcp-header` annotations are invalid, or None: each must sit on a
+    string, integer or boolean property reached from the root through `properties` only, name an
+    RFC 9110 token, and be unique (case-insensitively)."""
+    seen: set[str] = set()
+    for path, node in _positions(input_schema):
+        if X_MCP_HEADER not in node:
+            continue
+        token = node[X_MCP_HEADER]
+        if not path:
+            return f"{X_MCP_HEADER} outside a plain properties chain"
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            return f"{X_MCP_HEADER} on {'.'.join(path)} is not an RFC 9110 token"
+        if node.get("type") not in _HEADER_TYPES:
+            return f"{X_MCP_HEADER} on {'.'.join(path)} is not on a string, integer or boolean property"
+        if token.lower() in seen:
+            return f"{X_MCP_HEADER} {token!r} appears twice"
+        seen.add(token.lower())
+    return None
+
+
+# JSON Schema 2020-12 keywords whose values are schemas; only `properties` keeps a header path.
+_SINGLE = frozenset({"items", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
+                     "unevaluatedProperties", "not", "if", "then", "else", "contentSchema"})
+_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+
+def _positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, dict]]:
+    """Every schema position with its `properties` path from the root (None once off that chain).
+    An explicit stack, no $ref followed: it ends on any finite JSON value, however deep."""
+    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield path, node
+        for keyword, value in node.items():
+            if keyword == "properties" and isinstance(value, dict):
+                stack.extend(((*path, k) if path is not None else None, v) for k, v in value.items())
+            elif keyword in _SINGLE:
+                stack.append((None, value))
+            elif keyword in _LIST and isinstance(value, list):
+                stack.extend((None, v) for v in value)
+            elif keyword in _MAP and isinstance(value, dict):
+                stack.extend((None, v) for v in value.values())
+
+
+def _annotated(input_schema: Any) -> Iterator[tuple[tuple[str, ...], str, dict]]:
+    for path, node in _positions(input_schema):
+        token = node.get(X_MCP_HEADER)
+        if path and isinstance(token, str):
+            yield path, token, node
+
+
+def _value_at(arguments: Any, path: tuple[str, ...]) -> Any:
+    node = arguments
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _render(value: Any) -> str | None:
+    """How a client writes an argument into its header: booleans as true/false, scalars as str."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        try:
+            return str(value)
+        except ValueError:  # an int past Python's digit limit has no rendering
+            return None
+    return None
+
+
+def _matches(kind: Any, value: Any, rendered: str, decoded: str) -> bool:
+    """Integers compare as numbers (42 matches 42.0, as the spec advises), the rest as text."""
+    integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if kind == "integer" and not isinstance(value, bool) and integral and _DECIMAL.fullmatch(decoded):
+        whole, _, fraction = decoded.partition(".")
+        return (not fraction or set(fraction) == {"0"}) and int(whole) == int(value)
+    return decoded == rendered

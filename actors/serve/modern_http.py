@@ -1,0 +1,323 @@
+"""MCP 2026-07-28 (modern) over Streamable HTTP: stateless POSTs, each answered on its own response.
+
+No Mcp-Session-Id is issued or read and no session table entry is made. Every modern request is
+handed to one long-lived Session actor that keeps no per-client state between requests; the
+front renames each request's id (two clients may both send id 1 at once) and renames it back in
+what the Session sends on that request's sink. Closing the response is the cancellation.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any, Iterator
+
+import gevent
+import gevent.queue
+import pykka
+from loguru import logger
+
+from actors.downstream.session import Session
+from actors.messages import ClientGone, ClientMessage
+from actors.protocol import jsonrpc, mcp, modern
+from actors.protocol.mcp import MODERN_VERSIONS
+from actors.protocol.modern import HEADER_MISMATCH
+from actors.serve import modern_headers, sse_framing as sse
+from actors.serve.listener import watch_hangup
+from actors.serve.modern_headers import HeaderMismatch, header
+
+LISTEN = "subscriptions/listen"
+SUBSCRIPTION_META = modern.META_PREFIX + "subscriptionId"
+REPLY_TIMEOUT = 900.0  # a safety net only, as on the session path; a listen has none (it lasts)
+# An SSE answer is committed only when the Session sends something ahead of the answer, or after
+# this long: an answer that comes first goes out as JSON, so its HTTP status can say 404 or 400.
+DEFER_SSE_S = sse.KEEPALIVE_S
+# The spec's HTTP status for an error answer of a modern request (as the official SDKs map them).
+STATUS = {jsonrpc.PARSE_ERROR: "400 Bad Request", jsonrpc.INVALID_REQUEST: "400 Bad Request",
+          jsonrpc.INVALID_PARAMS: "400 Bad Request", HEADER_MISMATCH: "400 Bad Request",
+          modern.MISSING_CAPABILITY: "400 Bad Request", modern.UNSUPPORTED_VERSION: "400 Bad Request",
+          jsonrpc.METHOD_NOT_FOUND: "404 Not Found"}
+# A hang-up is watched for (a greenlet each) only once a request has waited this long: most
+# answers come sooner, and a client that left within it costs at most this much of the call.
+QUICK_S = 0.05
+SESSION_CHECK_S = 5.0  # how often a waiting request checks that its Session still lives
+_HUNG_UP = object()  # reply queue sentinel: the client closed the response
+_CLOSING = object()  # reply queue sentinel: troupe is stopping
+
+Response = tuple[str, list, Any]
+
+
+def routes_modern(environ, msg) -> bool:
+    """True when a POST /mcp takes the stateless path: its MCP-Protocol-Version is a modern one
+    (a handshake, `initialize`, never is); or a version troupe does not know on a request whose
+    `_meta` names one (so that a newer client hears -32022 and the versions to retry with); or a
+    `server/discover` with no version header and no session (an era probe)."""
+    if isinstance(msg, dict) and msg.get("method") == "initialize":
+        return False
+    version = header(environ, "MCP-Protocol-Version")
+    if version is not None:
+        if version in MODERN_VERSIONS:
+            return True
+        return version not in mcp.SUPPORTED_VERSIONS and isinstance(msg, dict) and modern.is_modern(msg.get("params"))
+    return isinstance(msg, dict) and msg.get("method") == "server/discover" and not environ.get("HTTP_MCP_SESSION_ID")
+
+
+def _json(status: str, body: dict) -> Response:
+    return status, [("Content-Type", "application/json")], jsonrpc.encode(body)
+
+
+def _ignore(message) -> None:
+    pass
+
+
+class _Call:
+    """One modern request in flight: the client's id, troupe's id for it, the queue its Session
+    answers into, and the Session generation it went to."""
+
+    __slots__ = ("client_id", "our_id", "replies", "listen", "session", "answered")
+
+    def __init__(self, client_id, our_id: str, listen: bool):
+        self.client_id, self.our_id, self.listen = client_id, our_id, listen
+        self.replies: gevent.queue.Queue = gevent.queue.Queue()
+        self.session: Any = None
+        self.answered = False
+
+
+class ModernFront:
+    """The stateless path of POST /mcp. Owns the modern Session (started on first use, replaced
+    if it dies) and the table of modern requests in flight; handler greenlets change them only
+    through these methods, under one lock. Tells the Session ClientMessage (each request, and a
+    `notifications/cancelled` when its client closes the response) and ClientGone at shutdown."""
+
+    def __init__(self, runtime):
+        self.rt = runtime
+        self._lock = threading.Lock()  # a gevent lock once patched
+        self._session: Any = None
+        self._generations = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._calls: dict[str, _Call] = {}
+        self._closed = False
+
+    # ---------------------------------------------------------------- a request
+
+    def post(self, environ, msg) -> Response:
+        if not isinstance(msg, dict):
+            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
+                                                          "modern MCP takes one JSON-RPC object per POST, no batch"))
+        method, rid = msg.get("method"), msg.get("id")
+        if method is None:
+            return _json("400 Bad Request", jsonrpc.error(rid if isinstance(rid, (str, int)) else None,
+                                                          jsonrpc.INVALID_REQUEST,
+                                                          "a modern client posts requests only (no responses)"))
+        if "id" not in msg:
+            # No client notification means anything here: a cancel is closing the response, and a
+            # posted one by request id would let one caller cancel another's call.
+            return "202 Accepted", [], b""
+        if rid is None or isinstance(rid, (bool, float, dict, list)) or not isinstance(method, str) \
+                or msg.get("jsonrpc") != "2.0":
+            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
+                                                          "not a JSON-RPC 2.0 request (id: string or integer)"))
+        accept = environ.get("HTTP_ACCEPT", "")
+        wants_sse = "text/event-stream" in accept and (method == LISTEN or not self.rt.config.serve.json_response)
+        if method == LISTEN and not wants_sse:
+            return "406 Not Acceptable", [("Content-Type", "text/plain; charset=utf-8")], \
+                b"subscriptions/listen answers with a stream: send Accept: text/event-stream"
+        if header(environ, "MCP-Protocol-Version") is not None:  # a header-less discover probe has none to check
+            try:
+                modern_headers.check(environ, msg, self._tool_schema(msg))
+            except HeaderMismatch as exc:
+                return _json("400 Bad Request", jsonrpc.error(rid, HEADER_MISMATCH, str(exc)))
+        call = self._open(rid, method == LISTEN)
+        if call is None:
+            return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
+                                                                  "troupe is shutting down"))
+        if not self._send(call, {**msg, "id": call.our_id}):
+            self._forget(call)
+            return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
+                                                                  "troupe is shutting down"))
+        watcher = None
+        committed = False
+        try:
+            wait = REPLY_TIMEOUT if not wants_sse else DEFER_SSE_S
+            first = self._next(call, QUICK_S, drop_notifications=not wants_sse)
+            if first is None:  # not a quick answer: from now on a hang-up cancels it
+                watcher = watch_hangup(environ, lambda: call.replies.put(_HUNG_UP))
+                first = self._next(call, wait - QUICK_S, drop_notifications=not wants_sse)
+            json_ok = not wants_sse or "application/json" in accept or "*/*" in accept
+            if first is None and not wants_sse:  # unanswered: `finally` cancels it upstream
+                return _json("200 OK", jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
+            if first is _HUNG_UP:
+                return "200 OK", [], b""  # nobody reads it; `finally` cancels the call
+            if isinstance(first, dict) and "method" not in first and json_ok:
+                call.answered = True
+                answer = self._outward(call, first)
+                error = answer.get("error")
+                code = error.get("code") if isinstance(error, dict) else None
+                return _json(STATUS.get(code, "200 OK") if isinstance(code, int) else "200 OK", answer)
+            if first is _CLOSING and not wants_sse:
+                call.answered = True
+                return _json("503 Service Unavailable", self._closing_answer(call))
+            committed = True
+            if watcher is None:
+                watcher = watch_hangup(environ, lambda: call.replies.put(_HUNG_UP))
+            return "200 OK", list(sse.HEADERS), self._stream(call, first, watcher)
+        finally:
+            if not committed:
+                self._finish(call, watcher)
+
+    def _stream(self, call: _Call, first, watcher) -> Iterator[bytes]:
+        """The SSE answer: what the Session sends ahead of the answer, keep-alive comments while
+        it works, then the answer. A client hang-up (or a failed write) cancels the call."""
+        deadline = None if call.listen else time.monotonic() + REPLY_TIMEOUT
+        item = first
+        try:
+            while True:
+                if item is _HUNG_UP:
+                    return
+                if item is _CLOSING:
+                    call.answered = True
+                    yield sse.event(self._closing_answer(call), name="message")
+                    return
+                if item is None:
+                    if deadline is not None and time.monotonic() > deadline:
+                        yield sse.event(jsonrpc.error(call.client_id, jsonrpc.INTERNAL_ERROR,
+                                                      "troupe: no answer in time"), name="message")
+                        return
+                    yield sse.comment()
+                else:
+                    yield sse.event(self._outward(call, item), name="message")
+                    if "method" not in item:
+                        call.answered = True
+                        return
+                item = self._next(call, sse.KEEPALIVE_S)
+        finally:
+            self._finish(call, watcher)
+
+    def _next(self, call: _Call, timeout: float, drop_notifications: bool = False):
+        """The next thing for this call: a message, a sentinel, or None when `timeout` passed.
+        Waits in slices: a Session that died with the call in it answers it with an error."""
+        ends = time.monotonic() + timeout
+        while True:
+            left = ends - time.monotonic()
+            try:
+                item = call.replies.get(timeout=max(0.0, min(left, SESSION_CHECK_S)))
+            except gevent.queue.Empty:
+                if left <= SESSION_CHECK_S:
+                    return None
+                if call.session is not None and not call.session.is_alive():
+                    self._session_died(call.session)
+                continue
+            # A JSON answer has no room for what precedes it (progress, logs): those are dropped.
+            if not (drop_notifications and isinstance(item, dict) and "method" in item):
+                return item
+
+    def _outward(self, call: _Call, message: dict) -> dict:
+        """The message as its client must see it: troupe's id for the request renamed back."""
+        if "method" not in message:
+            message = {**message, "id": call.client_id}
+            if isinstance(message.get("result"), dict):
+                message["result"] = self._rename_subscription(call, message["result"])
+        elif isinstance(message.get("params"), dict):
+            message = {**message, "params": self._rename_subscription(call, message["params"])}
+        return message
+
+    @staticmethod
+    def _rename_subscription(call: _Call, body: dict) -> dict:
+        meta = body.get("_meta")
+        if isinstance(meta, dict) and meta.get(SUBSCRIPTION_META) == call.our_id:
+            return {**body, "_meta": {**meta, SUBSCRIPTION_META: call.client_id}}
+        return body
+
+    def _closing_answer(self, call: _Call) -> dict:
+        """What an open request gets when troupe stops: a listen ends gracefully (its result),
+        anything else with an error."""
+        if call.listen:
+            return jsonrpc.result(call.client_id, {"resultType": "complete", "_meta": {
+                SUBSCRIPTION_META: call.client_id, modern.META_SERVER_INFO: mcp.SERVER_INFO}})
+        return jsonrpc.error(call.client_id, jsonrpc.SERVER_UNAVAILABLE, "troupe is shutting down")
+
+    def _tool_schema(self, msg: dict):
+        """The inputSchema troupe lists for the called tool (flat mode), for the Mcp-Param-* rule."""
+        params = msg.get("params")
+        if msg.get("method") != "tools/call" or not isinstance(params, dict) or self.rt.config.serve.mode != "flat":
+            return None
+        entry = self.rt.catalogue().tool(params.get("name")) if isinstance(params.get("name"), str) else None
+        return None if entry is None else entry.definition.get("inputSchema")
+
+    # ---------------------------------------------------------------- the table and the Session
+
+    def _open(self, client_id, listen: bool) -> _Call | None:
+        with self._lock:
+            if self._closed:
+                return None
+            call = _Call(client_id, f"h{next(self._ids)}", listen)
+            self._calls[call.our_id] = call
+            return call
+
+    def _forget(self, call: _Call) -> None:
+        with self._lock:
+            self._calls.pop(call.our_id, None)
+
+    def _finish(self, call: _Call, watcher) -> None:
+        """The response is over: an unanswered call is cancelled (closing the response is the cancel)."""
+        if watcher is not None:
+            watcher.kill(block=False)
+        self._forget(call)
+        if not call.answered and call.session is not None:
+            cancel = jsonrpc.notification("notifications/cancelled", {
+                "requestId": call.our_id, "reason": "the client closed the response"})
+            try:
+                call.session.tell(ClientMessage(cancel, _ignore))
+            except pykka.ActorDeadError:
+                pass  # its Session is gone, and its calls with it
+
+    def _send(self, call: _Call, message: dict) -> bool:
+        """Hand the request to the modern Session; a dead one is replaced once (its open calls
+        answered with an error, since no answer will come from it)."""
+        for _ in range(2):
+            with self._lock:
+                if self._closed:
+                    return False
+                if self._session is None:
+                    self._session = Session.start(self.rt, notify=None, key=f"http-modern-{next(self._generations)}")
+                ref = self._session
+            call.session = ref
+            try:
+                ref.tell(ClientMessage(message, call.replies.put))
+                return True
+            except pykka.ActorDeadError:
+                self._session_died(ref)
+        return False
+
+    def _session_died(self, ref) -> None:
+        with self._lock:
+            if self._session is not ref:
+                return  # someone noticed first and answered its calls already
+            self._session = None
+            orphans = [c for c in self._calls.values() if c.session is ref]
+        logger.warning("http: the modern Session stopped; {} open request(s) answered with an error", len(orphans))
+        for call in orphans:
+            call.replies.put(jsonrpc.error(call.our_id, jsonrpc.INTERNAL_ERROR, "troupe: its session stopped"))
+
+    def close(self) -> list:
+        """troupe stops: every open request is ended (a listen gracefully), the Session stopped.
+        Returns the Session's ref (to wait for), if one was started."""
+        with self._lock:
+            self._closed = True
+            calls, ref, self._session = list(self._calls.values()), self._session, None
+        for call in calls:
+            call.replies.put(_CLOSING)
+        if ref is None:
+            return []
+        try:
+            ref.tell(ClientGone("troupe shutting down"))
+        except pykka.ActorDeadError:
+            pass
+        return [ref]
+
+    def summary(self) -> dict:
+        """The `modern` figure of GET /status: stateless requests in flight, listen streams among them."""
+        with self._lock:
+            calls = list(self._calls.values())
+        return {"in_flight": len(calls), "listening": sum(c.listen for c in calls)}
+
