@@ -160,9 +160,9 @@ def test_python_sdk_server_as_a_modern_stdio_upstream(make, tmp_path):
 TS_SDK = PEERS / "node_modules" / "@modelcontextprotocol" / "server"
 
 
-@pytest.mark.skipif(not TS_SDK.exists(), reason=f"TypeScript server SDK 2.x not installed at {TS_SDK} "
-                                                "(npm install @modelcontextprotocol/server@2 zod into the peers dir)")
 def test_typescript_sdk_modern_only_http_upstream(make, tmp_path):
+    # .ci/run installs it into the peers directory; a missing peer is a failure, not a skip
+    assert TS_SDK.exists(), f"TypeScript server SDK 2.x not installed at {TS_SDK}: run .ci/run"
     proc, port = start_announced(["node", str(ROOT / "tests" / "servers" / "ts_modern.cjs"), "0"],
                                  tmp_path / "ts_modern.log", env={"TROUPE_PEERS_DIR": str(PEERS)})
     try:
