@@ -97,7 +97,7 @@ def test_flat_mode_collisions_and_clear_errors(troupe_factory):
     bad_args = t.request("tools/call", {"name": "echo", "arguments": [1, 2]})
     assert bad_args["error"]["code"] == -32602
     assert t.request("no/such/method")["error"]["code"] == -32601
-    # answered in either era: a client probes with it before it knows which one troupe speaks
+    # a legacy session may still ask which versions troupe speaks (2026-07-28 first)
     assert t.request("server/discover")["result"]["supportedVersions"][0] == "2026-07-28"
     t.send(b"{not json")
     wait_until(lambda: any(m.get("error", {}).get("code") == -32700 for m in t.received), 5, message="parse error")
