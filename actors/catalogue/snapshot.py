@@ -126,7 +126,8 @@ class ServerLists:
 
 
 def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Catalogue:
-    """Deterministic: servers in name order; on a collision the first keeps the name."""
+    """Deterministic: servers in name order, each one's tools and prompts by name; on a
+    collision the first keeps the name."""
     collisions: list[str] = []
     tool_index: dict[str, Entry] = {}
     prompt_index: dict[str, Entry] = {}
@@ -136,8 +137,10 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
     order = sorted(lists)
     for server in order:
         sl = lists[server]
-        _add_named(sl, sl.tools, separator, tool_index, collisions, "tool")
-        _add_named(sl, sl.prompts, separator, prompt_index, collisions, "prompt")
+        # Within a server, by name: the order a client sees never depends on how an upstream
+        # happened to list (two instances with the same catalogue serve the same pages).
+        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool")
+        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt")
         for res in sl.resources:
             uri = res.get("uri")
             if not isinstance(uri, str):
@@ -165,6 +168,11 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
         resource_index=MappingProxyType(resource_index), servers=tuple(order),
         collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in tools),
         withheld=MappingProxyType(withheld))
+
+
+def _by_name(item) -> str:
+    name = item.get("name") if isinstance(item, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str) -> None:

@@ -50,6 +50,10 @@ class ForwardedCalls:
         call.timer = gevent.spawn_later(deadline, self._on_deadline, rid, token)
         return token
 
+    def calls(self) -> list[Call]:
+        """The calls awaiting an answer now (a copy: answering one may settle others)."""
+        return list(self._calls.values())
+
     def get(self, rid) -> Call | None:
         return self._calls.get(rid) if isinstance(rid, (str, int)) else None
 

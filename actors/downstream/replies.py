@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import Any
+
+import orjson
 
 from actors.downstream import metatools
 from actors.messages import UpstreamError
@@ -10,25 +13,36 @@ from actors.protocol import jsonrpc
 
 
 PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
+DIGEST_CHARS = 22  # of a URL-safe base64 SHA-256: 132 bits, plenty to tell catalogues apart
 
 
-def page(items: list, params: dict, key: str, version: int) -> dict:
-    """One page of a merged list; the cursor names the catalogue it was cut from."""
+def content_digest(items: list) -> str:
+    """A digest of a list's content (keys sorted): equal lists give equal digests in any process."""
+    raw = hashlib.sha256(orjson.dumps(items, option=orjson.OPT_SORT_KEYS)).digest()
+    return base64.urlsafe_b64encode(raw).decode()[:DIGEST_CHARS]
+
+
+def page(items: list, params: dict, key: str, digest: str) -> dict:
+    """One page of a merged list. The cursor is the digest of the list's content plus an offset,
+    not a counter of this process: any instance serving the same catalogue continues the page,
+    and a cursor cut from another catalogue (changed since, or never troupe's) is refused."""
     cursor = params.get("cursor")
     offset = 0
     if cursor is not None:
         try:
             raw = base64.urlsafe_b64decode(str(cursor).encode()).decode()
-            v, o = raw.split(":")
-            offset, cursor_version = int(o), int(v)
+            cursor_digest, o = raw.split(":")
+            offset = int(o)
         except (ValueError, UnicodeDecodeError):
             raise BadCursor(f"invalid cursor {cursor!r}") from None
-        if offset < 0 or offset > len(items) or cursor_version > version:
+        if cursor_digest != digest:
+            raise BadCursor(f"stale cursor {cursor!r}: the list changed since it was cut; list again from the start")
+        if offset < 0 or offset > len(items):
             raise BadCursor(f"invalid cursor {cursor!r}")
     page = items[offset:offset + PAGE_SIZE]
     out: dict[str, Any] = {key: page}
     if offset + PAGE_SIZE < len(items):
-        out["nextCursor"] = base64.urlsafe_b64encode(f"{version}:{offset + PAGE_SIZE}".encode()).decode()
+        out["nextCursor"] = base64.urlsafe_b64encode(f"{digest}:{offset + PAGE_SIZE}".encode()).decode()
     return out
 
 

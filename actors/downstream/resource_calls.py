@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from actors.catalogue.snapshot import Catalogue
 from actors.downstream import routing
 from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.replies import passthrough, restore_uris
 from actors.messages import UpstreamError
-from actors.protocol import jsonrpc
+from actors.protocol import jsonrpc, modern
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -24,19 +25,19 @@ class ResourceCalls:
         subscriptions: ClientSubscriptions
         _served_version: dict[str, int]
 
-        def _paged(self, rid, params, sink, items, key, version) -> None: ...
+        def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
 
     def _resources_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
-        self._served_version["resources"] = cat.version
-        self._paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat.version)
+        if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
+            self._served_version["resources"] = cat.version
+        self._paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
 
     def _templates_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
-        self._paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates",
-                    cat.version)
+        self._paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
 
     def _resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
@@ -49,8 +50,9 @@ class ResourceCalls:
 
     def _prompts_list(self, rid, params, sink, msg) -> None:
         cat = self.rt.catalogue()
-        self._served_version["prompts"] = cat.version
-        self._paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat.version)
+        if modern.envelope_of(sink) is None:
+            self._served_version["prompts"] = cat.version
+        self._paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
 
     def _prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")

@@ -9,8 +9,11 @@ from loguru import logger
 
 from actors.downstream.client_requests import AnswerOverdue, ClientRequests
 from actors.downstream.client_subscriptions import ClientSubscriptions
+from actors.downstream.lifecycle import Lifecycle
 from actors.downstream.forwarding import IDEMPOTENT_METHODS, ForwardedCalls, Retry, progress_relay, retry_when_back
-from actors.downstream.replies import BadCursor, ignore, page
+from actors.downstream.listens import Listens, ListenSubscribed
+from actors.downstream.modern_calls import ModernCalls
+from actors.downstream.replies import BadCursor, content_digest, ignore, page
 from actors.downstream.resource_calls import ResourceCalls
 from actors.downstream.tool_calls import ToolCalls
 from actors.events.kinds import ResourceUpdated, ServerLogged
@@ -29,9 +32,6 @@ from actors.messages import (
 from actors.protocol import jsonrpc, mcp, modern
 from actors.tells import tell as _tell
 
-LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
-                       "resources": "notifications/resources/list_changed",
-                       "prompts": "notifications/prompts/list_changed"}
 _session_ids = itertools.count(1)
 BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
 # The connection's own timeout answers first (and cancels upstream); this margin on top of it
@@ -48,19 +48,21 @@ class _Deferred:
         self.message, self.sink = message, sink
 
 
-class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
+class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
-    resource subscriptions; reads the catalogue and the server directory with no actor hop.
-    Request handlers come by family from ToolCalls and ResourceCalls (no state of their own);
-    the server requests relayed to the client and its subscriptions are held objects
-    (ClientRequests, ClientSubscriptions) that only this actor's greenlet touches.
+    resource subscriptions and its open subscriptions/listen streams; reads the catalogue and
+    the server directory with no actor hop. Request handlers come by family from ToolCalls,
+    ResourceCalls, ModernCalls and Lifecycle (no state of their own); the server requests relayed to the
+    client, its subscriptions and its listen streams are held objects (ClientRequests,
+    ClientSubscriptions, Listens) that only this actor's greenlet touches. A modern (2026-07-28)
+    request is served from its own _meta alone: nothing of it is kept here.
 
     Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
     Retry, _Deferred and AnswerOverdue (answers, deadlines, retries and start-up waits of its own
     calls, and the deadlines of requests relayed to the client);
-    CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest and
-    ServerRequestCancelled (from a Connection). Sends Forward and CancelForward to Connections,
+    CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest,
+    ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward to Connections,
     SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
     Runtime), and its answers and notifications to the client through its sinks.
     """
@@ -79,6 +81,7 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
         self._inflight = ForwardedCalls(lambda rid, token: _tell(me, ForwardExpired(rid, token)))
         self.client_requests = ClientRequests(lambda our_id: _tell(me, AnswerOverdue(our_id)))
         self.subscriptions = ClientSubscriptions(self._unsubscribe_upstream)
+        self.listens = Listens(self._listen_unsubscriber)
         self._after_wait = False
         self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
@@ -94,6 +97,7 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
         self._cancel_all("client disconnected")
         self.rt.set_log_level(self.actor_ref, None)
         self.subscriptions.close()
+        self.listens.close()  # each stream answered: it ended with its client
 
     def on_failure(self, exc_type, exc_value, traceback) -> None:
         # pykka skips on_stop after a crash: cancel this client's upstream calls anyway.
@@ -122,6 +126,9 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
                 self._list_changed(lists, version)
+                self.listens.list_changed([k for k in lists if not (k == "tools" and self.mode == "meta")])
+            case ListenSubscribed():
+                self.listens.subscribed(message)
             case ForwardReplied(rid=rid, token=token, outcome=outcome):
                 self._settle(rid, token, outcome)
             case ForwardExpired(rid=rid, token=token):
@@ -130,9 +137,13 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
                 self._forward(message.rid, message.server, message.method, message.params, message.sink,
                               message.shape, message.token, retry=False)
             case ServerRequest():
+                if self._refuse_undeclared(message):
+                    return
                 # it travels on the stream of the client's call that triggered it, if still open
                 call = self._inflight.get(message.origin_request)
-                self.client_requests.send(message, self.client_caps, call.sink if call is not None else self.notify)
+                envelope = modern.envelope_of(call.sink) if call is not None else None
+                caps = envelope.capabilities if envelope is not None else self.client_caps
+                self.client_requests.send(message, caps, call.sink if call is not None else self.notify)
             case AnswerOverdue(our_id=our_id):
                 self.client_requests.expire(our_id)
             case ServerRequestCancelled(server=server, upstream_id=uid):
@@ -141,7 +152,9 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
                         self.notify(jsonrpc.notification("notifications/cancelled", {"requestId": our_id}))
             case ServerLogged():
                 self._relay_log(message)
+                self._relay_log_to_requests(message)
             case ResourceUpdated(server=server, uri=uri):
+                self.listens.updated(server, uri)
                 exposed = self.subscriptions.exposed_uri(server, uri)
                 if exposed is not None and self.notify is not None:
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
@@ -205,12 +218,16 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
                 self._client_message(m, collect if expected else sink)
 
     def _notification(self, method: str, params: dict) -> None:
+        if not isinstance(params, dict) or (modern.is_modern(params) and method in modern.REMOVED_NOTIFICATIONS):
+            return  # a modern client's state travels in its requests; these mean nothing from it
         if method == "notifications/initialized":
             self.initialized = True
         elif method == "notifications/roots/list_changed":
             self.rt.notify_upstreams("notifications/roots/list_changed")
         elif method == "notifications/cancelled":
             rid = params.get("requestId")
+            if self.listens.end(rid):
+                return  # a listen stream is over: answered, its resources unfollowed
             call = self._inflight.withdraw(rid)
             if call is not None:  # no answer is owed any more
                 _tell(call.ref, CancelForward(self.actor_ref, rid, str(params.get("reason") or "cancelled by client")))
@@ -224,13 +241,11 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "params must be an object"))
             return
         if modern.is_modern(params):
-            # stateless: served by this request's own _meta alone; nothing of it is kept
-            refused = modern.check_meta(rid, method, params)
-            if refused is not None:
-                sink(refused)
+            # stateless: served by this request's own _meta alone (it travels with the sink)
+            served = self._modern_request(rid, method, params, sink)
+            if served is None:
                 return
-            sink = modern.finishing_sink(rid, method, sink)
-            params = modern.without_envelope(params)
+            params, sink = served
         handler = _METHODS.get(method)
         if handler is None:
             sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
@@ -241,45 +256,14 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
             logger.exception("session: {} failed", method)
             sink(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"troupe internal error in {method}: {exc}"))
 
-    # ---------------------------------------------------------------- lifecycle, logging, discover
-
-    def _initialize(self, rid, params, sink, msg) -> None:
-        self.client_caps = params.get("capabilities") or {}
-        self.client_info = params.get("clientInfo") or {}
-        self.protocol_version = mcp.negotiate(params.get("protocolVersion"))
-        sink(jsonrpc.result(rid, {
-            "protocolVersion": self.protocol_version,
-            "capabilities": mcp.SESSION_CAPABILITIES,
-            "serverInfo": mcp.SERVER_INFO,
-            "instructions": self._instructions()}))
-
-    def _instructions(self) -> str:
-        if self.mode == "meta":
-            return ("troupe aggregates many MCP servers. Find tools with filter_tools or list_tools, read one's "
-                    "schema with describe_tool, then run it with call_tool {name, arguments}.")
-        return "troupe aggregates many MCP servers; tool names are <server>__<tool>."
-
-    def _ping(self, rid, params, sink, msg) -> None:
-        sink(jsonrpc.result(rid, {}))
-
-    def _set_level(self, rid, params, sink, msg) -> None:
-        level = params.get("level")
-        if level not in mcp.LOG_LEVELS:
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"level must be one of {', '.join(mcp.LOG_LEVELS)}"))
-            return
-        self.log_level = level
-        self.rt.set_log_level(self.actor_ref, level)
-        sink(jsonrpc.result(rid, {}))
-
-    def _discover(self, rid, params, sink, msg) -> None:
-        # Answered in either era: a client probes with it before it knows which one troupe speaks.
-        sink(jsonrpc.result(rid, modern.discover_result(self._instructions())))
-
     # ---------------------------------------------------------------- answers and forwarding
 
-    def _paged(self, rid, params, sink, items, key, version) -> None:
+    def _paged(self, rid, params, sink, items, key, cat, variant=()) -> None:
+        """One page of `items` (cut from snapshot `cat`; `variant` names what else shaped them),
+        its cursor a digest of their content: any instance with the same catalogue continues it."""
+        digest = cat.derived(("cursor", key, variant), lambda: content_digest(items))
         try:
-            sink(jsonrpc.result(rid, page(items, params, key, version)))
+            sink(jsonrpc.result(rid, page(items, params, key, digest)))
         except BadCursor as exc:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))
 
@@ -320,7 +304,7 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
             _tell(me, ForwardReplied(rid, token, outcome))
         on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
         if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.actor_ref,
-                                  origin_request=rid)):
+                                  origin_request=rid, client_capabilities=self._relayed_capabilities(sink))):
             self._settle(rid, token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
                                                    server=server, link_lost=True))
 
@@ -345,16 +329,6 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
 
     # ---------------------------------------------------------------- notifications out
 
-    def _relay_log(self, event: ServerLogged) -> None:
-        if self.log_level is None or self.notify is None:
-            return
-        level = event.level if event.level in mcp.LOG_LEVELS else "info"
-        if mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
-            return
-        params = {"level": level, "logger": f"{event.server}/{event.logger}" if event.logger else event.server,
-                  "data": event.data}
-        self.notify(jsonrpc.notification("notifications/message", params))
-
     def _unsubscribe_upstream(self, server: str, uri: str) -> None:
         """The connection counts followers: upstream hears unsubscribe when the last one leaves."""
         ref = self.rt.connection(server)
@@ -363,16 +337,6 @@ class Session(ToolCalls, ResourceCalls, pykka.ThreadingActor):
                 ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self.actor_ref))
             except pykka.ActorDeadError:
                 pass  # a new generation of it never heard of this subscription
-
-    def _list_changed(self, lists, version: int) -> None:
-        if self.notify is None or not self.initialized:
-            return
-        for kind in ("tools", "resources", "prompts"):
-            if kind not in lists or (kind == "tools" and self.mode == "meta"):
-                continue  # meta mode's tool list never changes
-            if self._served_version[kind] >= version:
-                continue  # this client already saw that catalogue
-            self.notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))
 
     def _cancel_all(self, reason: str) -> None:
         for ref in self._inflight.close():
@@ -395,4 +359,5 @@ _METHODS = {
     "logging/setLevel": Session._set_level,
     "completion/complete": Session._complete,
     "server/discover": Session._discover,
+    "subscriptions/listen": Session._listen,
 }

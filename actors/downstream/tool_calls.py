@@ -10,7 +10,7 @@ import gevent
 from actors.catalogue.snapshot import Catalogue
 from actors.downstream import coretools, metatools
 from actors.downstream.replies import passthrough, prompt_as_tool, resource_as_tool, tool_outcome
-from actors.protocol import jsonrpc, validation
+from actors.protocol import jsonrpc, modern, validation
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -27,7 +27,7 @@ class ToolCalls:
 
         def _starting_up(self) -> bool: ...
         def _defer(self, msg, sink) -> None: ...
-        def _paged(self, rid, params, sink, items, key, version) -> None: ...
+        def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
 
@@ -36,10 +36,12 @@ class ToolCalls:
             self._defer(msg, sink)
             return
         cat = self.rt.catalogue()
-        self._served_version["tools"] = cat.version
+        if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
+            self._served_version["tools"] = cat.version
+        admin = self.rt.config.serve.client_admin
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        tools += coretools.listed(self.rt.config.serve.client_admin)
-        self._paged(rid, params, sink, tools, "tools", cat.version)
+        tools += coretools.listed(admin)
+        self._paged(rid, params, sink, tools, "tools", cat, (self.mode, admin))
 
     def _tools_call(self, rid, params, sink, msg) -> None:
         name, args = params.get("name"), params.get("arguments")

@@ -12,6 +12,11 @@ META_CAPABILITIES = META_PREFIX + "clientCapabilities"
 META_CLIENT_INFO = META_PREFIX + "clientInfo"
 META_LOG_LEVEL = META_PREFIX + "logLevel"
 META_SERVER_INFO = META_PREFIX + "serverInfo"
+META_SUBSCRIPTION = META_PREFIX + "subscriptionId"
+
+DISCOVER = "server/discover"
+LISTEN = "subscriptions/listen"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 
 # The revision's own error codes (-32020..-32099 are reserved for the spec).
 HEADER_MISMATCH = -32020
@@ -20,6 +25,11 @@ UNSUPPORTED_VERSION = -32022
 
 # Methods the revision removed: a modern request for one is "method not found".
 REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+# Notifications the revision removed: sent with the modern envelope they are ignored, since a
+# modern request carries its own state (its capabilities name its roots support, for instance).
+REMOVED_NOTIFICATIONS = frozenset({"notifications/initialized", "notifications/roots/list_changed"})
+# What a subscriptions/listen filter may ask for: the boolean kinds and the list notice each one names.
+LISTEN_KINDS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 # Caching hints: the catalogue is the same for every client (public) and changes when servers
 # come and go; a read from an upstream is that upstream's answer now (private, not to be reused).
 LIST_TTL_MS = 30_000
@@ -31,6 +41,46 @@ def is_modern(params: Any) -> bool:
     """A request is served statelessly when its _meta names a protocol version."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and META_VERSION in meta
+
+
+class Envelope:
+    """What one modern request says about its client, read from its own `_meta` after
+    check_meta accepted it: its capabilities and the log level it asked for (None: no logs).
+    Nothing of it outlives the request."""
+
+    __slots__ = ("capabilities", "log_level", "client_info")
+
+    def __init__(self, meta: dict) -> None:
+        self.capabilities: dict = dict(meta.get(META_CAPABILITIES) or {})
+        self.log_level: str | None = meta.get(META_LOG_LEVEL)
+        self.client_info: dict = dict(meta.get(META_CLIENT_INFO) or {})
+
+    def logs(self, level: str) -> bool:
+        """True if a log line at `level` goes with this request."""
+        if self.log_level is None:
+            return False
+        known = level if level in mcp.LOG_LEVELS else "info"
+        return mcp.LOG_LEVELS.index(known) >= mcp.LOG_LEVELS.index(self.log_level)
+
+
+def missing_capability(rid, capability: str, why: str) -> dict:
+    """-32021: answering this request needs a client capability its _meta did not declare."""
+    return jsonrpc.error(rid, MISSING_CAPABILITY, f"this request needs the client capability {capability!r}: {why}",
+                         {"requiredCapabilities": {capability: {}}})
+
+
+def listen_filter(params: dict) -> dict | str:
+    """subscriptions/listen's `notifications` filter, checked; a string says what is wrong with it."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        return "subscriptions/listen needs 'notifications' (an object)"
+    for key in LISTEN_KINDS:
+        if key in wanted and not isinstance(wanted[key], bool):
+            return f"notifications.{key} must be a boolean"
+    uris = wanted.get("resourceSubscriptions", [])
+    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+        return "notifications.resourceSubscriptions must be an array of URIs"
+    return wanted
 
 
 def check_meta(rid, method: str, params: dict) -> dict | None:
@@ -65,9 +115,10 @@ def without_envelope(params: dict) -> dict:
 
 
 def capabilities() -> dict:
-    """What troupe backs for a modern client: no listChanged or subscribe (no subscriptions/listen
-    stream yet), no logging (per-request log levels are not relayed yet)."""
-    return {"tools": {}, "resources": {}, "prompts": {}, "completions": {}}
+    """What troupe backs for a modern client: list changes and resource updates on a
+    subscriptions/listen stream, logs with the request that asked for them (its logLevel)."""
+    return {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
+            "prompts": {"listChanged": True}, "logging": {}, "completions": {}}
 
 
 def discover_result(instructions: str) -> dict:
@@ -92,12 +143,31 @@ def finish(method: str, result: dict) -> dict:
     return out
 
 
-def finishing_sink(rid, method: str, sink):
+class ModernSink:
     """The sink a modern request is answered through: its own result gets finish(); anything
-    else (progress, errors, other requests' answers) passes unchanged."""
-    def modern(message) -> None:
-        if isinstance(message, dict) and message.get("id") == rid and isinstance(message.get("result"), dict) \
+    else (progress, logs, errors, other requests' answers) passes unchanged. It carries the
+    request's Envelope, so whatever later handles the request (a forwarded call settling, a
+    server request it triggered, a log line) reads the client's capabilities from the request
+    itself, never from the session."""
+
+    __slots__ = ("rid", "method", "sink", "envelope")
+
+    def __init__(self, rid, method: str, sink, envelope: Envelope | None = None) -> None:
+        self.rid, self.method, self.sink = rid, method, sink
+        self.envelope = envelope if envelope is not None else Envelope({})
+
+    def __call__(self, message) -> None:
+        if isinstance(message, dict) and message.get("id") == self.rid and isinstance(message.get("result"), dict) \
                 and "method" not in message:
-            message = {**message, "result": finish(method, message["result"])}
-        sink(message)
-    return modern
+            message = {**message, "result": finish(self.method, message["result"])}
+        self.sink(message)
+
+
+def finishing_sink(rid, method: str, sink, envelope: Envelope | None = None) -> ModernSink:
+    """The ModernSink for request `rid`."""
+    return ModernSink(rid, method, sink, envelope)
+
+
+def envelope_of(sink) -> Envelope | None:
+    """The Envelope of the modern request `sink` answers, or None for a legacy session's sink."""
+    return sink.envelope if isinstance(sink, ModernSink) else None

@@ -9,7 +9,7 @@ from gevent.fileobject import FileObjectPosix
 from loguru import logger
 
 from actors.messages import ClientGone, ClientMessage
-from actors.protocol import jsonrpc
+from actors.protocol import jsonrpc, modern
 from actors.downstream.session import Session
 
 MAX_LINE = 16 * 1024 * 1024
@@ -45,9 +45,10 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
 
     writer = gevent.spawn(write_loop)
     inp = FileObjectPosix(os.dup(stdin_fd), "rb")
-    # A stdio client sends initialize as soon as it has spawned us: its capabilities tell
-    # what troupe may advertise upstream (sampling, elicitation, roots), so the upstream
-    # connections start once it is read (or after a short wait for a silent client).
+    # A stdio client sends initialize (or, modern, a request with its capabilities in _meta) as
+    # soon as it has spawned us: those capabilities tell what troupe may advertise to legacy
+    # upstreams (sampling, elicitation, roots), so the upstream connections start once it is
+    # read (or after a short wait for a silent client).
     first = None
     with gevent.Timeout(FIRST_MESSAGE_WAIT, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
         first = inp.readline(MAX_LINE + 1)
@@ -91,7 +92,13 @@ def _capabilities_of(line: bytes | None) -> dict:
         msg = jsonrpc.decode(line) if line else None
     except ValueError:
         return {}
-    if isinstance(msg, dict) and msg.get("method") == "initialize" and isinstance(msg.get("params"), dict):
-        caps = msg["params"].get("capabilities")
-        return caps if isinstance(caps, dict) else {}
-    return {}
+    if not isinstance(msg, dict) or not isinstance(msg.get("params"), dict):
+        return {}
+    params = msg["params"]
+    if msg.get("method") == "initialize":
+        caps = params.get("capabilities")
+    elif modern.is_modern(params):  # a modern client (its server/discover probe, say) declares them per request
+        caps = params["_meta"].get(modern.META_CAPABILITIES)
+    else:
+        caps = None
+    return caps if isinstance(caps, dict) else {}

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support import PYTHON, ROOT
+from tests.support import PYTHON, ROOT, peer_bin
 from tests.support.troupe import Troupe, server, write_config
 
 MODERN = "2026-07-28"
@@ -60,3 +60,56 @@ def test_modern_requests_are_answered_statelessly_with_the_revisions_errors(tmp_
         assert t.request("ping")["result"] == {}
     finally:
         t.close()
+
+
+def test_the_sdk_client_in_auto_mode_negotiates_2026_07_28_and_uses_every_feature_with_a_listen_stream(tmp_path):
+    """One troupe, one SDK client in its default (auto) mode: tools, resources, prompts, completion,
+    and a subscriptions/listen stream carrying a list change and a resource update."""
+    from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
+    from mcp.types import PromptReference
+
+    config = write_config(tmp_path, [server("demo", "tests.servers.fastmcp_demo"),
+                                     server("modern", "tests.servers.modern_only", pin=False),
+                                     server("echo", "tests.servers.echo", pin=False),
+                                     {"name": "everything", "transport": {"type": "stdio", "stdio": {
+                                         "command": peer_bin("mcp-server-everything"), "args": ["stdio"]}}}],
+                          mode="flat")
+    params = StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(config)],
+                                   cwd=str(ROOT))
+
+    async def scenario():
+        async with Client(params) as client:
+            assert client.protocol_version == MODERN and client.server_info.name == "troupe"
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert {"echo__echo", "demo__greet", "modern__touch"} <= set(names)
+            assert names[:names.index("core_status")] == sorted(names[:names.index("core_status")])
+            assert "Grace" in (await client.call_tool("demo__greet", {"name": "Grace"})).content[0].text
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"demo://readme", "modern://doc"} <= uris
+            assert (await client.read_resource("modern://doc")).contents[0].text == "modern doc"
+            assert "eras" in (await client.get_prompt("demo__summarize", {"topic": "eras"})).messages[0].content.text
+            completed = await client.complete(PromptReference(type="ref/prompt", name="everything__completable-prompt"),
+                                              {"name": "department", "value": "Eng"})
+            assert completed.completion.values == ["Engineering"]
+            async with client.listen(tools_list_changed=True, resource_subscriptions=["modern://doc"]) as sub:
+                assert sub.honored.tools_list_changed and sub.honored.resource_subscriptions == ["modern://doc"]
+                await client.call_tool("modern__touch", {"uri": "modern://doc"})
+                seen = [await asyncio.wait_for(sub.__anext__(), 20)]
+                await client.call_tool("echo__notify_change", {})
+                while not any(isinstance(e, ToolsListChanged) for e in seen):
+                    seen.append(await asyncio.wait_for(sub.__anext__(), 20))
+                assert ResourceUpdated(uri="modern://doc") in seen
+            assert "echo__late_tool" in {t.name for t in (await client.list_tools()).tools}
+    asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_the_sdk_client_in_legacy_mode_still_gets_a_session(tmp_path):
+    params = StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(_config(tmp_path))],
+                                   cwd=str(ROOT))
+
+    async def scenario():
+        async with Client(params, mode="legacy") as client:
+            assert client.protocol_version == "2025-11-25"
+            assert (await client.call_tool("echo__echo", {"text": "old"})).content[0].text == "old"
+            assert (await client.read_resource("demo://readme")).contents
+    asyncio.run(asyncio.wait_for(scenario(), 90))

@@ -1,0 +1,107 @@
+"""A client's open `subscriptions/listen` streams (2026-07-28): what each one asked for, the
+resources it follows upstream, and the notifications it gets, each stamped with its id.
+
+Used only from its Session's greenlet; the Session stays the only writer."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from actors.downstream.client_subscriptions import ClientSubscriptions
+from actors.downstream.lifecycle import LIST_CHANGED_NOTICE as LIST_NOTICE
+from actors.protocol import jsonrpc, mcp, modern
+
+
+class Listen:
+    """One open stream: the listen request's id (its subscriptionId), the sink its notifications
+    and final answer go through, the list kinds it wants, and the upstream resources it follows
+    (a ClientSubscriptions of its own, so ending the stream unsubscribes exactly those)."""
+
+    __slots__ = ("rid", "sink", "kinds", "resources")
+
+    def __init__(self, rid, sink, kinds: frozenset, resources: ClientSubscriptions) -> None:
+        self.rid, self.sink, self.kinds, self.resources = rid, sink, kinds, resources
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        out = dict(params or {})
+        out["_meta"] = {**(out.get("_meta") or {}), modern.META_SUBSCRIPTION: self.rid}
+        self.sink(jsonrpc.notification(method, out))
+
+
+class ListenSubscribed:
+    """Told by a Connection's reply callback to the Session: the upstream answered the
+    resources/subscribe a listen stream sent for `original` (exposed to the client as `exposed`)."""
+
+    __slots__ = ("rid", "server", "original", "exposed", "ok")
+
+    def __init__(self, rid, server: str, original: str, exposed: str, ok: bool) -> None:
+        self.rid, self.server, self.original, self.exposed, self.ok = rid, server, original, exposed, ok
+
+
+class Listens:
+    """Listen request id → Listen. `unsubscriber(rid)` gives the `(server, uri)` callback a
+    stream's resources call when it ends: each stream follows upstream under an origin of its
+    own (the connection counts followers by origin), so ending one stream never ends another's
+    or the session's legacy subscriptions."""
+
+    def __init__(self, unsubscriber: Callable[[Any], Callable[[str, str], None]]) -> None:
+        self._unsubscriber = unsubscriber
+        self._open: dict[Any, Listen] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __contains__(self, rid) -> bool:
+        return isinstance(rid, (str, int)) and rid in self._open
+
+    def open(self, rid, sink, wanted: dict, honored_uris: Iterable[str]) -> Listen:
+        """Record a stream and acknowledge it: the acknowledgement is its first message."""
+        kinds = frozenset(kind for key, kind in modern.LISTEN_KINDS.items() if wanted.get(key))
+        listen = self._open[rid] = Listen(rid, sink, kinds, ClientSubscriptions(self._unsubscriber(rid)))
+        honored: dict = {key: True for key, kind in modern.LISTEN_KINDS.items() if kind in kinds}
+        uris = list(honored_uris)
+        if uris:
+            honored["resourceSubscriptions"] = uris
+        listen.notify(modern.ACKNOWLEDGED, {"notifications": honored})
+        return listen
+
+    def get(self, rid) -> Listen | None:
+        return self._open.get(rid) if isinstance(rid, (str, int)) else None
+
+    def list_changed(self, kinds: Iterable[str]) -> None:
+        """The catalogue changed these kinds: each stream that asked for one hears of it."""
+        for listen in list(self._open.values()):
+            for kind in ("tools", "resources", "prompts"):
+                if kind in kinds and kind in listen.kinds:
+                    listen.notify(LIST_NOTICE[kind])
+
+    def updated(self, server: str, uri: str) -> None:
+        """An upstream resource changed: each stream following it hears, under the URI it asked with."""
+        for listen in list(self._open.values()):
+            exposed = listen.resources.exposed_uri(server, uri)
+            if exposed is not None:
+                listen.notify("notifications/resources/updated", {"uri": exposed})
+
+    def subscribed(self, note: ListenSubscribed) -> None:
+        """An upstream accepted (or refused) a stream's subscription; one accepted for a stream
+        that has ended meanwhile is unsubscribed at once."""
+        listen = self.get(note.rid)
+        if listen is not None and note.ok:
+            listen.resources.confirmed(note.server, note.original, note.exposed)
+        elif note.ok:
+            self._unsubscriber(note.rid)(note.server, note.original)
+
+    def end(self, rid) -> bool:
+        """Close one stream gracefully: its resources unsubscribed, its request answered; False if
+        no stream has that id."""
+        listen = self._open.pop(rid, None) if isinstance(rid, (str, int)) else None
+        if listen is None:
+            return False
+        listen.resources.close()
+        listen.sink(jsonrpc.result(rid, {"resultType": "complete", "_meta": {
+            modern.META_SUBSCRIPTION: rid, modern.META_SERVER_INFO: mcp.SERVER_INFO}}))
+        return True
+
+    def close(self) -> None:
+        """The client went away (or the session stops): every stream ends, answered once."""
+        for rid in list(self._open):
+            self.end(rid)

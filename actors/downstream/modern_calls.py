@@ -1,0 +1,134 @@
+"""The session's side of the stateless 2026-07-28 revision: accepting a modern request on its own
+`_meta`, server/discover, subscriptions/listen streams, and what a modern request's envelope
+decides later (the capabilities relayed upstream, the server requests it may receive, its logs)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+from actors.downstream.client_requests import NEEDS
+from actors.downstream.forwarding import ForwardedCalls
+from actors.downstream.listens import Listens, ListenSubscribed
+from actors.downstream.replies import ignore
+from actors.events.kinds import ServerLogged
+from actors.messages import CancelForward, Forward, ServerRequest, UpstreamError
+from actors.protocol import jsonrpc, modern
+from actors.tells import tell as _tell
+
+if TYPE_CHECKING:
+    from actors.runtime import Runtime
+
+
+class ModernCalls:
+    """Mixed into Session: modern requests and listen streams. It keeps no state of its own:
+    the streams live in a Listens the Session holds, the envelope of each request travels
+    with its sink (modern.ModernSink), and nothing read from one request is kept for the next."""
+
+    if TYPE_CHECKING:  # provided by Session
+        rt: Runtime
+        mode: str
+        key: str
+        actor_ref: Any
+        listens: Listens
+        _inflight: ForwardedCalls
+
+        def _resource_owner(self, uri) -> tuple[str, str] | None: ...
+
+    # ---------------------------------------------------------------- entry
+
+    def _modern_request(self, rid, method: str, params: dict, sink):
+        """(params, sink) to serve a modern request with, or None once it has been refused."""
+        refused = modern.check_meta(rid, method, params)
+        if refused is not None:
+            sink(refused)
+            return None
+        envelope = modern.Envelope(params["_meta"])
+        return modern.without_envelope(params), modern.finishing_sink(rid, method, sink, envelope)
+
+    def _instructions(self) -> str:
+        if self.mode == "meta":
+            return ("troupe aggregates many MCP servers. Find tools with filter_tools or list_tools, read one's "
+                    "schema with describe_tool, then run it with call_tool {name, arguments}.")
+        return "troupe aggregates many MCP servers; tool names are <server>__<tool>."
+
+    def _discover(self, rid, params, sink, msg) -> None:
+        # Answered in either era: a client probes with it before it knows which one troupe speaks.
+        sink(jsonrpc.result(rid, modern.discover_result(self._instructions())))
+
+    # ---------------------------------------------------------------- subscriptions/listen
+
+    def _listen(self, rid, params, sink, msg) -> None:
+        """Acknowledge first, then follow the asked resources upstream; the request stays open
+        (answered when the client cancels it or goes) and every notice carries its id."""
+        if modern.envelope_of(sink) is None:
+            sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND,
+                               f"method not found: {modern.LISTEN} (a 2026-07-28 request; this session is legacy)"))
+            return
+        wanted = modern.listen_filter(params)
+        if isinstance(wanted, str):
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, wanted))
+            return
+        if rid in self.listens:
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, f"a listen stream with id {rid!r} is already open"))
+            return
+        owners = [(uri, self._resource_owner(uri)) for uri in dict.fromkeys(wanted.get("resourceSubscriptions", ()))]
+        followed = [(uri, owner) for uri, owner in owners if owner is not None]
+        self.listens.open(rid, sink, wanted, [uri for uri, _ in followed])
+        me = self.actor_ref
+        for uri, (server, original) in followed:
+            ref = self.rt.connection(server)
+            if ref is None:
+                continue  # not running: a later ResourceUpdated cannot come from it either
+
+            def subscribed(outcome, server=server, original=original, uri=uri) -> None:  # connection's greenlet
+                _tell(me, ListenSubscribed(rid, server, original, uri, not isinstance(outcome, UpstreamError)))
+            _tell(ref, Forward("resources/subscribe", {"uri": original}, subscribed, origin=self._listen_origin(rid)))
+
+    def _listen_origin(self, rid) -> tuple:
+        return (self.actor_ref, modern.LISTEN, rid)
+
+    def _listen_unsubscriber(self, rid):
+        def unsubscribe(server: str, uri: str) -> None:
+            ref = self.rt.connection(server)
+            if ref is not None:
+                try:
+                    ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self._listen_origin(rid)))
+                except pykka.ActorDeadError:
+                    pass  # a new generation of it never heard of this subscription
+        return unsubscribe
+
+    # ---------------------------------------------------------------- what a request's envelope decides
+
+    def _relayed_capabilities(self, sink) -> Any:
+        """What a forwarded request tells a modern upstream of its client: a modern request's own
+        declared capabilities; None (troupe's own {}) for a legacy session, as before."""
+        envelope = modern.envelope_of(sink)
+        return envelope.capabilities if envelope is not None else None
+
+    def _refuse_undeclared(self, req: ServerRequest) -> bool:
+        """A server request triggered by a modern call whose envelope lacks the capability it needs:
+        the upstream hears no, and the call is answered -32021 (its upstream call cancelled). True
+        if refused so."""
+        call = self._inflight.get(req.origin_request)
+        envelope = modern.envelope_of(call.sink) if call is not None else None
+        need = NEEDS.get(req.method)
+        if call is None or envelope is None or need is None or need in envelope.capabilities:
+            return False
+        req.on_reply(UpstreamError(modern.MISSING_CAPABILITY, f"the client did not declare {need}", server=req.server))
+        self._inflight.withdraw(req.origin_request)
+        _tell(call.ref, CancelForward(self.actor_ref, req.origin_request, f"the client did not declare {need}"))
+        call.sink(modern.missing_capability(req.origin_request, need, f"server {req.server} sent {req.method}"))
+        return True
+
+    def _relay_log_to_requests(self, event: ServerLogged) -> None:
+        """A server's log line goes with each modern request in flight to that server whose
+        envelope asked for logs at its level, on that request's own stream; never to others."""
+        level = event.level
+        logger = f"{event.server}/{event.logger}" if event.logger else event.server
+        for call in self._inflight.calls():
+            envelope = modern.envelope_of(call.sink)
+            if envelope is not None and call.server == event.server and envelope.logs(level):
+                call.sink(jsonrpc.notification("notifications/message", {
+                    "level": level if level in modern.mcp.LOG_LEVELS else "info", "logger": logger,
+                    "data": event.data}))
