@@ -20,6 +20,8 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
+SUB = "io.modelcontextprotocol/subscriptionId"
+
 
 def _request(rid, method: str, **params) -> dict:
     return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": META}}
@@ -156,14 +158,25 @@ def test_front_door_checks_hold_for_modern_requests(http_troupe):
     assert _post(t, body, auth).status_code == 200
 
 
-def test_listen_is_refused_clearly_until_troupe_serves_it(http_troupe):
-    # troupe's own subscriptions/listen is not served yet (README "Protocol eras"): a modern client
-    # is told at once, as HTTP 404 with -32601, never left on an open stream; the framing of a
-    # listen stream is covered in-process (tests/actors/test_http_modern.py)
+def test_listen_is_acknowledged_on_a_stream(http_troupe):
     t = http_troupe([server("echo", "tests.servers.echo")], mode="flat")
     body = _request("L", "subscriptions/listen", notifications={"toolsListChanged": True})
-    answer = requests.post(t.url, json=body, headers=_headers("subscriptions/listen"), timeout=5)
-    assert answer.status_code == 404 and answer.json()["error"]["code"] == -32601
+    sock = _raw_post(t.url, body, _headers("subscriptions/listen"))
+    reader = sock.makefile("rb")
+    head = []
+    for raw in reader:
+        line = raw.decode().rstrip("\r\n")
+        if not line:
+            break
+        head.append(line.lower())
+    assert head[0].startswith("http/1.1 200") and "content-type: text/event-stream" in head
+    assert "x-accel-buffering: no" in head
+    data = next(raw.decode()[6:] for raw in reader if raw.startswith(b"data: "))
+    ack = json.loads(data)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["_meta"][SUB] == "L" and ack["params"]["notifications"].get("toolsListChanged") is True
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
     wait_until(lambda: requests.get(t.base + "/status", timeout=5).json()["modern"]["listening"] == 0, 10,
                message="the listen to end with its client")
 
