@@ -84,10 +84,6 @@ def app_support_dirs(home: Path, appdata: str | None = None) -> list[Path]:
     return {"darwin": [mac, linux, windows], "win32": [windows, mac, linux]}.get(sys.platform, [linux, mac, windows])
 
 
-def claude_desktop_dirs(home: Path, appdata: str | None = None) -> list[Path]:
-    return [d / "Claude" for d in app_support_dirs(home, appdata)]
-
-
 def _paths(template: str, home: Path, project: Path | None, appdata: str | None, system: Path,
            env: Mapping[str, str]) -> list[Path]:
     if template.startswith("{project}"):
