@@ -10,6 +10,7 @@ import re
 from typing import Any, Mapping
 
 from actors.protocol import jsonrpc, mcp, modern
+from actors.protocol.header_params import annotated
 from actors.protocol.modern import (
     HEADER_MISMATCH,
     META_CAPABILITIES,
@@ -35,7 +36,6 @@ VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"
 NAME_HEADER = "Mcp-Name"
 PARAM_HEADER_PREFIX = "Mcp-Param-"
-X_MCP_HEADER = "x-mcp-header"
 # Which params field each name-bearing method mirrors into Mcp-Name.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -45,10 +45,8 @@ FORWARDED_CAPABILITIES = ("tools", "resources", "prompts", "completions", "loggi
 
 MODERN, LEGACY = "modern", "legacy"
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 field-name token
 _HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
 _B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
-_HEADER_TYPES = ("string", "integer", "boolean")
 
 
 class Incompatible(Exception):
@@ -123,45 +121,9 @@ def encode_header_value(value: str) -> str:
     return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
-def _annotated(schema: Any, path: tuple = ()):
-    """(path, token, property schema) for each x-mcp-header on a pure `properties` chain, and
-    (None, token, schema) for one anywhere else (which makes the tool invalid)."""
-    if not isinstance(schema, dict):
-        return
-    if X_MCP_HEADER in schema:
-        yield (path or None), schema[X_MCP_HEADER], schema
-    for key, value in schema.items():
-        if key == "properties" and isinstance(value, dict):
-            for name, sub in value.items():
-                yield from _annotated(sub, (*path, name) if path is not None else None)  # type: ignore[arg-type]
-        elif isinstance(value, dict) and key not in ("default", "const", "examples", "enum"):
-            for found in _annotated(value, None):  # type: ignore[arg-type]
-                yield None, found[1], found[2]
-        elif isinstance(value, list) and key in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            for sub in value:
-                for found in _annotated(sub, None):  # type: ignore[arg-type]
-                    yield None, found[1], found[2]
-
-
-def invalid_header_annotation(input_schema: Any) -> str | None:
-    """Why a tool's x-mcp-header annotations are invalid (clients must drop such tools), or None."""
-    seen: dict[str, tuple] = {}
-    for path, token, prop in _annotated(input_schema, ()):
-        if not path:
-            return f"{X_MCP_HEADER} outside a plain properties chain"
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            return f"{X_MCP_HEADER} {token!r} is not an HTTP token"
-        if prop.get("type") not in _HEADER_TYPES:
-            return f"{X_MCP_HEADER} {token!r} is on a {prop.get('type')!r} property"
-        if token.lower() in seen:
-            return f"{X_MCP_HEADER} {token!r} is declared twice"
-        seen[token.lower()] = path
-    return None
-
-
 def header_map(input_schema: Any) -> tuple[tuple[tuple, str], ...]:
     """((property path, header token), …) of a valid tool schema's x-mcp-header annotations."""
-    return tuple((path, token) for path, token, _ in _annotated(input_schema, ()) if path)
+    return tuple((path, token) for path, token, _ in annotated(input_schema))
 
 
 def request_headers(message: dict, tool_headers: Mapping[str, tuple] | None = None) -> dict:

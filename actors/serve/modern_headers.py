@@ -9,18 +9,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
+from actors.protocol.header_params import annotated, invalid_annotation
 from actors.protocol.modern import META_VERSION
 
 # Which body field each name-bearing method mirrors in Mcp-Name.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 PARAM_PREFIX = "Mcp-Param-"
-X_MCP_HEADER = "x-mcp-header"
 
 _B64 = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an RFC 9110 field name
-_HEADER_TYPES = frozenset({"string", "integer", "boolean"})  # `number` is excluded by the spec
 _DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
 
 
@@ -83,7 +81,7 @@ def check_params(environ: Mapping, input_schema: Any, arguments: Mapping) -> Non
     with an invalid annotation checks nothing: conforming clients drop such a tool."""
     if invalid_annotation(input_schema) is not None:
         return
-    for path, token, schema in _annotated(input_schema):
+    for path, token, schema in annotated(input_schema):
         name = PARAM_PREFIX + token
         raw = header(environ, name)
         value = _value_at(arguments, path)
@@ -100,61 +98,6 @@ def check_params(environ: Mapping, input_schema: Any, arguments: Mapping) -> Non
             raise HeaderMismatch(f"{name} header carries a malformed base64 value")
         if not _matches(schema.get("type"), value, rendered, decoded):
             raise HeaderMismatch(f"{name} header does not match argument {argument!r}")
-
-
-def invalid_annotation(input_schema: Any) -> str | None:
-    """Why the schema's `x-mcp-header` annotations are invalid, or None: each must sit on a
-    string, integer or boolean property reached from the root through `properties` only, name an
-    RFC 9110 token, and be unique (case-insensitively)."""
-    seen: set[str] = set()
-    for path, node in _positions(input_schema):
-        if X_MCP_HEADER not in node:
-            continue
-        token = node[X_MCP_HEADER]
-        if not path:
-            return f"{X_MCP_HEADER} outside a plain properties chain"
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            return f"{X_MCP_HEADER} on {'.'.join(path)} is not an RFC 9110 token"
-        if node.get("type") not in _HEADER_TYPES:
-            return f"{X_MCP_HEADER} on {'.'.join(path)} is not on a string, integer or boolean property"
-        if token.lower() in seen:
-            return f"{X_MCP_HEADER} {token!r} appears twice"
-        seen.add(token.lower())
-    return None
-
-
-# JSON Schema 2020-12 keywords whose values are schemas; only `properties` keeps a header path.
-_SINGLE = frozenset({"items", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
-                     "unevaluatedProperties", "not", "if", "then", "else", "contentSchema"})
-_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
-
-
-def _positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, dict]]:
-    """Every schema position with its `properties` path from the root (None once off that chain).
-    An explicit stack, no $ref followed: it ends on any finite JSON value, however deep."""
-    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
-    while stack:
-        path, node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield path, node
-        for keyword, value in node.items():
-            if keyword == "properties" and isinstance(value, dict):
-                stack.extend(((*path, k) if path is not None else None, v) for k, v in value.items())
-            elif keyword in _SINGLE:
-                stack.append((None, value))
-            elif keyword in _LIST and isinstance(value, list):
-                stack.extend((None, v) for v in value)
-            elif keyword in _MAP and isinstance(value, dict):
-                stack.extend((None, v) for v in value.values())
-
-
-def _annotated(input_schema: Any) -> Iterator[tuple[tuple[str, ...], str, dict]]:
-    for path, node in _positions(input_schema):
-        token = node.get(X_MCP_HEADER)
-        if path and isinstance(token, str):
-            yield path, token, node
 
 
 def _value_at(arguments: Any, path: tuple[str, ...]) -> Any:

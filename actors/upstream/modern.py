@@ -15,7 +15,7 @@ import gevent
 from loguru import logger
 
 from actors.messages import UpstreamError
-from actors.protocol import modern_client
+from actors.protocol import header_params, modern_client
 
 LISTEN_TIMEOUT = 3600.0  # a listen stream is renewed this often even when the server keeps it open
 LISTEN_RETRY = (0.5, 30.0)  # backoff between attempts when the stream ends or is refused
@@ -51,9 +51,9 @@ def valid_tools(tools: Iterable[dict], log=logger) -> tuple[tuple, dict[str, tup
     client must drop a tool whose x-mcp-header annotations are invalid."""
     kept, maps = [], {}
     for tool in tools:
-        reason = modern_client.invalid_header_annotation(tool.get("inputSchema"))
+        reason = header_params.invalid_annotation(tool.get("inputSchema"))
         if reason is not None:
-            log.warning("dropping tool {!r}: invalid {} ({})", tool.get("name"), modern_client.X_MCP_HEADER, reason)
+            log.warning("dropping tool {!r}: invalid {} ({})", tool.get("name"), header_params.X_MCP_HEADER, reason)
             continue
         kept.append(tool)
         mapping = modern_client.header_map(tool.get("inputSchema"))

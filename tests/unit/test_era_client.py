@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from actors.messages import UpstreamError
-from actors.protocol import handshake, jsonrpc, modern_client
+from actors.protocol import handshake, header_params, jsonrpc, modern_client
 from actors.protocol.modern_client import LEGACY, MODERN
 
 
@@ -109,7 +109,7 @@ def test_absent_header_arguments_send_no_header():
     ({"type": "object", "properties": {"a": {"type": "string", "default": {"x-mcp-header": 1}}}}, None),
 ])
 def test_invalid_header_annotation(schema, bad):
-    reason = modern_client.invalid_header_annotation(schema)
+    reason = header_params.invalid_annotation(schema)
     assert (reason is None) if bad is None else (bad in (reason or "")), reason
 
 
@@ -148,3 +148,12 @@ def test_modern_error_body():
     assert modern_client.is_modern_error_body({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "x"}})
     assert not modern_client.is_modern_error_body({"error": "text"})
     assert not modern_client.is_modern_error_body(["x"])
+
+
+def test_a_schema_nested_deeper_than_the_recursion_limit_is_walked_not_crashed_on():
+    # an upstream's tools/list may carry any finite JSON: the walk must end without recursion
+    schema: dict = {"type": "string", "x-mcp-header": "Deep"}
+    for i in range(5000):
+        schema = {"type": "object", "properties": {f"p{i}": schema}}
+    assert header_params.invalid_annotation(schema) is None
+    assert len(next(header_params.annotated(schema))[0]) == 5000
