@@ -78,10 +78,26 @@
     const report = await resp.json();
     if (seq < appliedSeq) return true;
     appliedSeq = seq;
+    keepNewerStates(report);
     status = report;
     if ($("notice").dataset.from === "status") notice("");
     render();
     return true;
+  }
+
+  // A report fetched just before a state change arrives as an event must not put the older
+  // state back: per server, the newer `since` wins (events and reports share troupe's clock).
+  function keepNewerStates(report) {
+    if (!status) return;
+    const shown = new Map(status.servers.map((s) => [s.name, s]));
+    for (const s of report.servers) {
+      const mine = shown.get(s.name);
+      if (!mine || !(mine.since > s.since)) continue;
+      if (mine.state !== s.state) s.pid = null;
+      s.state = mine.state;
+      s.since = mine.since;
+      s.last_error = mine.last_error;
+    }
   }
 
   // `approvals`: the waiting list may have changed too (it is fetched with the same burst delay).
