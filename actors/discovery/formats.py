@@ -5,6 +5,10 @@ says), never the file's contents: a broken file may hold secrets.
 """
 from __future__ import annotations
 
+# Decoding runs in the hub's worker threads, and an import there can deadlock against
+# gevent (several workers first-importing a codec at once hung one provider's scan for ever):
+# every module a parse needs is imported here, before any worker runs.
+import encodings.utf_8_sig  # noqa: F401  (bytes.decode("utf-8-sig") imports it lazily)
 import json
 import os
 import re

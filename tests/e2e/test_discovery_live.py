@@ -122,7 +122,10 @@ def _wait_all_ready(home: Home, timeout: float = 60) -> None:
     try:
         wait_until(lambda: set(home.ready()) == _all_names(), timeout, message="every server ready")
     except AssertionError as exc:  # say which were not, and why
-        raise AssertionError(f"{exc}: {[(n, s['state'], s.get('reason')) for n, s in home.servers().items()]}") from None
+        assert home.troupe is not None
+        errors = (home.troupe.status().get("discovery") or {}).get("errors")
+        raise AssertionError(f"{exc}: {[(n, s['state'], s.get('reason')) for n, s in home.servers().items()]}; "
+                             f"discovery errors: {errors}") from None
 
 
 @pytest.fixture

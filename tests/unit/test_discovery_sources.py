@@ -136,3 +136,32 @@ def test_settings_defaults_and_overrides(tmp_path):
 def test_bad_settings_are_clear_errors(bad):
     with pytest.raises(ValueError, match="discovery"):
         parse(bad, home="/h", project_root="/p")
+
+
+def test_parsing_in_a_worker_thread_imports_nothing(tmp_path):
+    """A FileProvider parses in the hub's worker threads, where a first import can deadlock
+    against gevent (it hung one client's scan at start-up): every format, a BOM and every
+    error path must find its modules imported already."""
+    import subprocess
+    import sys
+    import textwrap
+    files = {"a.json": b'\xef\xbb\xbf{"mcpServers": {}}', "b.json": b'{"x": 1, // c\n}', "c.json": b"{bad",
+             "d.toml": b'[mcp_servers.x]\ncommand = "y"\n', "e.toml": b"a = ", "f.yaml": b"a: [1, 2]\n",
+             "g.yaml": b"a: ["}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from actors.discovery.providers.files import load
+        from actors.discovery.sources import Location
+        before = set(sys.modules)
+        for name in {sorted(files)!r}:
+            fmt = {{"json": "json", "toml": "toml", "yaml": "yaml"}}[name.rsplit(".", 1)[1]]
+            load(Location("x", Path({str(tmp_path)!r}) / name, "user", fmt=fmt), 1 << 20)
+        print(sorted(set(sys.modules) - before))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
