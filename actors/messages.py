@@ -21,11 +21,14 @@ class ClientMessage:
     """Told by the serve front (stdio, HTTP, embedding) to the client's Session: one decoded message.
 
     `sink` writes a message back to that client (for Streamable HTTP, to the
-    stream of the POST that carried this request). No reply other than via sink.
+    stream of the POST that carried this request). No reply other than via sink. `principal`
+    names who sent it when the front knows better than the Session (the shared modern HTTP
+    Session serves many callers); empty means the Session's own client.
     """
 
     message: Any
     sink: Callable[[dict], None]
+    principal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +64,11 @@ class Forward:
     timeout: float | None = None
     on_progress: Callable[[dict], None] | None = None
     origin: Any = None
-    origin_request: Any = None  # the client's own request id, for its cancellations
+    origin_request: Any = None  # the Session's token for the call: its cancellations and server requests name it
     # The calling client's capabilities; a modern upstream gets their relayable part in each
     # request's _meta (None: troupe's own request, sent with {}).
     client_capabilities: Any = None
+    log_level: str | None = None  # a modern request's own logLevel, sent upstream with it (None: the connection's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +76,7 @@ class ForwardReplied:
     """A connection's answer to one forwarded request, told to the calling Session so that the
     Session's own greenlet settles it (the reply callback only tells; it touches no state)."""
 
-    rid: Any  # the client's request id
-    token: int  # which forward this answers: a late answer to an id the client reused is dropped
+    token: int  # which forward this answers (the Session's own id for it; the client's may change)
     outcome: Any  # the result dict or an UpstreamError
 
 
@@ -82,7 +85,6 @@ class ForwardExpired:
     """The calling Session's own deadline for one forwarded request has passed: whatever became
     of the callee (crashed, dropped the message at teardown, stuck), the client gets its answer."""
 
-    rid: Any
     token: int
 
 
@@ -164,7 +166,8 @@ class ServerRequest:
     """An upstream's request for a client (sampling, elicitation, roots), routed to a session.
 
     `on_reply(result_dict | UpstreamError)` answers it, exactly once; `origin_request`
-    is the client's call that triggered it, if known (its stream carries the request).
+    is the Session's token for the call that triggered it, if known (its stream carries the
+    request, or a modern client hears it as input_required).
     """
 
     server: str

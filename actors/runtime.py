@@ -14,7 +14,7 @@ from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from actors.messages import ApplyServers, ControlServer, GetStatus
-from actors.protocol import mcp
+from actors.protocol import mcp, request_state
 from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
@@ -49,6 +49,8 @@ class Runtime:
         home_dir = home or config.discovery.get("home")
         self.approvals_path = config.approvals_file or ledger.default_path(
             os.path.expanduser(home_dir) if home_dir else None)
+        # Seals the requestState of input rounds (MRTR); its key sits beside the approvals file.
+        self.sealer = request_state.load_sealer(config.serve.state_key, os.path.dirname(self.approvals_path))
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)

@@ -23,6 +23,13 @@ NEEDS = mcp.RELAYED_REQUESTS
 ANSWER_DEADLINE = CLIENT_ANSWER_TIMEOUT + 5.0
 
 
+def labelled(server: str, method: str, params: dict) -> dict:
+    """An elicitation's message says which server asks (the person answering must know)."""
+    if method == "elicitation/create" and isinstance(params.get("message"), str):
+        return {**params, "message": f"[{server}] {params['message']}"}
+    return dict(params)
+
+
 class AnswerOverdue:
     """Told by a Session's timer to the Session itself: request `our_id` got no answer in time."""
 
@@ -76,10 +83,7 @@ class ClientRequests:
         timer = gevent.spawn_later(self._deadline, self._on_deadline, our_id) if self._on_deadline else None
         # recorded before it is sent: a sink may hand the answer back before it returns
         self._open[our_id] = _Open(req, timer)
-        params = dict(req.params)
-        if req.method == "elicitation/create" and isinstance(params.get("message"), str):
-            params["message"] = f"[{req.server}] {params['message']}"  # say which server is asking
-        sink(jsonrpc.request(our_id, req.method, params))
+        sink(jsonrpc.request(our_id, req.method, labelled(req.server, req.method, req.params)))
         return our_id
 
     def answer(self, msg: dict) -> bool:

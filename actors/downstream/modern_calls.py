@@ -14,6 +14,7 @@ from actors.downstream.replies import ignore
 from actors.events.kinds import ServerLogged
 from actors.messages import CancelForward, Forward, ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, modern
+from actors.protocol.request_state import args_digest
 from actors.tells import tell as _tell
 
 if TYPE_CHECKING:
@@ -29,22 +30,30 @@ class ModernCalls:
         rt: Runtime
         mode: str
         key: str
+        client_caps: dict
         actor_ref: Any
         listens: Listens
         _inflight: ForwardedCalls
 
         def _resource_owner(self, uri) -> tuple[str, str] | None: ...
+        def _input_retry(self, rid, method: str, params: dict, principal: str) -> tuple[dict, Any] | dict: ...
 
     # ---------------------------------------------------------------- entry
 
-    def _modern_request(self, rid, method: str, params: dict, sink):
+    def _modern_request(self, rid, method: str, params: dict, sink, principal: str):
         """(params, sink) to serve a modern request with, or None once it has been refused."""
         refused = modern.check_meta(rid, method, params)
         if refused is not None:
             sink(refused)
             return None
+        taken = self._input_retry(rid, method, params, principal)
+        if isinstance(taken, dict):
+            sink(taken)
+            return None
+        clean, retry = taken
         envelope = modern.Envelope(params["_meta"])
-        return modern.without_envelope(params), modern.finishing_sink(rid, method, sink, envelope)
+        return modern.without_envelope(clean), modern.finishing_sink(
+            rid, method, sink, envelope, principal=principal, digest=args_digest(method, params), retry=retry)
 
     def _instructions(self) -> str:
         if self.mode == "meta":
@@ -102,23 +111,30 @@ class ModernCalls:
 
     def _relayed_capabilities(self, sink) -> Any:
         """What a forwarded request tells a modern upstream of its client: a modern request's own
-        declared capabilities; None (troupe's own {}) for a legacy session, as before."""
+        declared capabilities; a legacy session's from its initialize (troupe turns a modern
+        upstream's input requests into real requests to that client)."""
         envelope = modern.envelope_of(sink)
-        return envelope.capabilities if envelope is not None else None
+        return envelope.capabilities if envelope is not None else self.client_caps
+
+    @staticmethod
+    def _relayed_log_level(sink) -> str | None:
+        """The logLevel a modern request asked for goes upstream with it (None: the connection's own)."""
+        envelope = modern.envelope_of(sink)
+        return envelope.log_level if envelope is not None else None
 
     def _refuse_undeclared(self, req: ServerRequest) -> bool:
         """A server request triggered by a modern call whose envelope lacks the capability it needs:
         the upstream hears no, and the call is answered -32021 (its upstream call cancelled). True
         if refused so."""
-        call = self._inflight.get(req.origin_request)
+        call = self._inflight.current(req.origin_request)
         envelope = modern.envelope_of(call.sink) if call is not None else None
         need = NEEDS.get(req.method)
         if call is None or envelope is None or need is None or need in envelope.capabilities:
             return False
         req.on_reply(UpstreamError(modern.MISSING_CAPABILITY, f"the client did not declare {need}", server=req.server))
-        self._inflight.withdraw(req.origin_request)
-        _tell(call.ref, CancelForward(self.actor_ref, req.origin_request, f"the client did not declare {need}"))
-        call.sink(modern.missing_capability(req.origin_request, need, f"server {req.server} sent {req.method}"))
+        self._inflight.settle(call.token)
+        _tell(call.ref, CancelForward(self.actor_ref, call.token, f"the client did not declare {need}"))
+        call.sink(modern.missing_capability(call.rid, need, f"server {req.server} sent {req.method}"))
         return True
 
     def _relay_log_to_requests(self, event: ServerLogged) -> None:

@@ -12,6 +12,7 @@ from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.lifecycle import Lifecycle
 from actors.downstream.forwarding import IDEMPOTENT_METHODS, ForwardedCalls, Retry, progress_relay, retry_when_back
 from actors.downstream.listens import Listens, ListenSubscribed
+from actors.downstream.input_rounds import InputAnswered, InputRounds, ParkExpired
 from actors.downstream.modern_calls import ModernCalls
 from actors.downstream.replies import BadCursor, content_digest, ignore, page
 from actors.downstream.resource_calls import ResourceCalls
@@ -42,25 +43,26 @@ DEADLINE_MARGIN = 2.0
 class _Deferred:
     """A tools/list that waited for start-up to settle, now due."""
 
-    __slots__ = ("message", "sink")
+    __slots__ = ("message", "sink", "principal")
 
-    def __init__(self, message, sink):
-        self.message, self.sink = message, sink
+    def __init__(self, message, sink, principal: str):
+        self.message, self.sink, self.principal = message, sink, principal
 
 
-class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingActor):
+class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
     resource subscriptions and its open subscriptions/listen streams; reads the catalogue and
     the server directory with no actor hop. Request handlers come by family from ToolCalls,
-    ResourceCalls, ModernCalls and Lifecycle (no state of their own); the server requests relayed to the
+    ResourceCalls, ModernCalls, InputRounds and Lifecycle (no state of their own); the server requests relayed to the
     client, its subscriptions and its listen streams are held objects (ClientRequests,
     ClientSubscriptions, Listens) that only this actor's greenlet touches. A modern (2026-07-28)
     request is served from its own _meta alone: nothing of it is kept here.
 
     Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
-    Retry, _Deferred and AnswerOverdue (answers, deadlines, retries and start-up waits of its own
-    calls, and the deadlines of requests relayed to the client);
+    Retry, _Deferred, AnswerOverdue, InputAnswered and ParkExpired (answers, deadlines, retries and
+    start-up waits of its own calls, the deadlines of requests relayed to the client, and the
+    rounds of calls that need the client's input);
     CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest,
     ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward to Connections,
     SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
@@ -78,7 +80,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
         self.initialized = False
         self.mode = mode or runtime.config.serve.mode
         me = self.actor_ref  # timers reach this Session through its own mailbox
-        self._inflight = ForwardedCalls(lambda rid, token: _tell(me, ForwardExpired(rid, token)))
+        self._inflight = ForwardedCalls(lambda token: _tell(me, ForwardExpired(token)))
         self.client_requests = ClientRequests(lambda our_id: _tell(me, AnswerOverdue(our_id)))
         self.subscriptions = ClientSubscriptions(self._unsubscribe_upstream)
         self.listens = Listens(self._listen_unsubscriber)
@@ -94,6 +96,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
         assert self.rt.bus is not None  # set before on_start, never cleared
         self.rt.bus.unsubscribe(self.key)
         self.client_requests.close("the client went away")  # the upstream must not wait for a gone client
+        self._release_rounds("the client went away")
         self._cancel_all("client disconnected")
         self.rt.set_log_level(self.actor_ref, None)
         self.subscriptions.close()
@@ -116,12 +119,12 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
 
     def on_receive(self, message):
         match message:
-            case ClientMessage(message=msg, sink=sink):
-                self._client_message(msg, sink)
-            case _Deferred(message=msg, sink=sink):
+            case ClientMessage(message=msg, sink=sink, principal=principal):
+                self._client_message(msg, sink, principal or self.key)
+            case _Deferred(message=msg, sink=sink, principal=principal):
                 self._after_wait = True  # start-up wait is over (settled or timed out): answer now
                 try:
-                    self._request(msg, sink)
+                    self._request(msg, sink, principal)
                 finally:
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
@@ -129,21 +132,26 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
                 self.listens.list_changed([k for k in lists if not (k == "tools" and self.mode == "meta")])
             case ListenSubscribed():
                 self.listens.subscribed(message)
-            case ForwardReplied(rid=rid, token=token, outcome=outcome):
-                self._settle(rid, token, outcome)
-            case ForwardExpired(rid=rid, token=token):
-                self._expire(rid, token)
+            case ForwardReplied(token=token, outcome=outcome):
+                self._settle(token, outcome)
+            case ForwardExpired(token=token):
+                self._expire(token)
+            case InputAnswered():
+                self._input_answered(message)
+            case ParkExpired():
+                self._park_expired(message)
             case Retry():
                 self._forward(message.rid, message.server, message.method, message.params, message.sink,
                               message.shape, message.token, retry=False)
             case ServerRequest():
                 if self._refuse_undeclared(message):
                     return
+                call = self._inflight.current(message.origin_request)
+                if call is not None and (call.parked or modern.envelope_of(call.sink) is not None):
+                    self._park(call, message)  # a modern client takes no requests: it hears input_required
+                    return
                 # it travels on the stream of the client's call that triggered it, if still open
-                call = self._inflight.get(message.origin_request)
-                envelope = modern.envelope_of(call.sink) if call is not None else None
-                caps = envelope.capabilities if envelope is not None else self.client_caps
-                self.client_requests.send(message, caps, call.sink if call is not None else self.notify)
+                self.client_requests.send(message, self.client_caps, call.sink if call is not None else self.notify)
             case AnswerOverdue(our_id=our_id):
                 self.client_requests.expire(our_id)
             case ServerRequestCancelled(server=server, upstream_id=uid):
@@ -164,9 +172,9 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
             case _:
                 logger.warning("session: unknown message {!r}", message)
 
-    def _client_message(self, msg, sink) -> None:
+    def _client_message(self, msg, sink, principal: str) -> None:
         if isinstance(msg, list) and msg and self.protocol_version == BATCH_VERSION:
-            self._batch(msg, sink)
+            self._batch(msg, sink, principal)
             return
         if not isinstance(msg, dict):
             sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "expected one JSON-RPC object" + (
@@ -195,9 +203,9 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
         if msg["id"] is None or isinstance(msg["id"], (bool, float, dict, list)):
             sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "request id must be a string or an integer"))
             return
-        self._request(msg, sink)
+        self._request(msg, sink, principal)
 
-    def _batch(self, batch: list, sink) -> None:
+    def _batch(self, batch: list, sink, principal: str) -> None:
         """2025-03-26 batches: every entry handled as if sent alone, the answers sent as one array."""
         # Entries that get an answer: anything but a notification or a response from the client.
         expected = sum(1 for m in batch if not (isinstance(m, dict) and (
@@ -215,7 +223,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
             if isinstance(m, dict) and m.get("method") == "initialize":
                 collect(jsonrpc.error(m.get("id"), jsonrpc.INVALID_REQUEST, "initialize must not be batched"))
             else:
-                self._client_message(m, collect if expected else sink)
+                self._client_message(m, collect if expected else sink, principal)
 
     def _notification(self, method: str, params: dict) -> None:
         if not isinstance(params, dict) or (modern.is_modern(params) and method in modern.REMOVED_NOTIFICATIONS):
@@ -230,9 +238,10 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
                 return  # a listen stream is over: answered, its resources unfollowed
             call = self._inflight.withdraw(rid)
             if call is not None:  # no answer is owed any more
-                _tell(call.ref, CancelForward(self.actor_ref, rid, str(params.get("reason") or "cancelled by client")))
+                _tell(call.ref, CancelForward(self.actor_ref, call.token,
+                                              str(params.get("reason") or "cancelled by client")))
 
-    def _request(self, msg: dict, sink) -> None:
+    def _request(self, msg: dict, sink, principal: str) -> None:
         rid, method = msg["id"], msg["method"]
         params = msg.get("params")
         if params is None:
@@ -242,7 +251,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
             return
         if modern.is_modern(params):
             # stateless: served by this request's own _meta alone (it travels with the sink)
-            served = self._modern_request(rid, method, params, sink)
+            served = self._modern_request(rid, method, params, sink, principal)
             if served is None:
                 return
             params, sink = served
@@ -273,11 +282,12 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
     def _defer(self, msg, sink) -> None:
         """Answer once every auto-start server is ready or failed, bounded by startup_wait."""
         ref, settled, wait = self.actor_ref, self.rt.settled, self.rt.config.serve.startup_wait
+        principal = getattr(sink, "principal", "") or self.key  # a modern request's own, kept on its sink
 
         def later():
             settled.wait(timeout=wait)
             try:
-                ref.tell(_Deferred(msg, sink))
+                ref.tell(_Deferred(msg, sink, principal))
             except pykka.ActorDeadError:
                 pass
         gevent.spawn(later)
@@ -289,6 +299,11 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
         An idempotent read whose connection died under it is sent once more when the
         server is back (bounded); a tools/call only when `retry` says so.
         """
+        if isinstance(sink, modern.ModernSink) and sink.retry is not None:  # a modern client's next round
+            continued = self._continue_round(rid, server, method, params, sink, shape)
+            if continued is None:
+                return
+            params = continued
         ref, status = self.rt.connection_or_status(server)
         if ref is None:
             sink(shape(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server)))
@@ -296,35 +311,45 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, Lifecycle, pykka.ThreadingA
         if retry is None:
             retry = method in IDEMPOTENT_METHODS
         again = Retry(rid, server, method, params, sink, shape, progress_token) if retry else None
-        token = self._inflight.open(rid, server, sink, shape, ref, again,
+        token = self._inflight.open(rid, server, method, params, sink, shape, ref, again,
                                     self.rt.server_timeout(server) + DEADLINE_MARGIN)
         me = self.actor_ref
 
         def on_reply(outcome) -> None:  # runs in the connection's greenlet: a tell, nothing else
-            _tell(me, ForwardReplied(rid, token, outcome))
+            _tell(me, ForwardReplied(token, outcome))
         on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
         if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.actor_ref,
-                                  origin_request=rid, client_capabilities=self._relayed_capabilities(sink))):
-            self._settle(rid, token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
-                                                   server=server, link_lost=True))
+                                  origin_request=token, client_capabilities=self._relayed_capabilities(sink),
+                                  log_level=self._relayed_log_level(sink))):
+            self._settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
+                                              server=server, link_lost=True))
 
-    def _settle(self, rid, token: int, outcome) -> None:
-        """The one answer to a forwarded request (or its retry once the server is back)."""
-        call = self._inflight.settle(rid, token)
+    def _settle(self, token: int, outcome) -> None:
+        """The one answer to a forwarded request (or its retry once the server is back, or its
+        next round when the server asks for input)."""
+        call = self._inflight.current(token)
         if call is None:
-            return  # cancelled, expired, or an answer to an earlier request that used this id
+            return  # cancelled or expired: answered already
+        if call.parked:  # it ended while its client was away: kept for the retry (InputRounds)
+            assert call.rounds is not None  # only a call with rounds is parked
+            call.rounds.outcome = outcome
+            return
+        if modern.input_required(outcome):
+            self._input_required(call, outcome)
+            return
+        self._inflight.settle(token)
         if call.retry is not None and isinstance(outcome, UpstreamError) and outcome.link_lost:
             gevent.spawn(retry_when_back, self.rt, self.actor_ref, call.server, call.ref, outcome, call.retry)
             return
-        call.sink(call.shape(rid, outcome))
+        call.sink(call.shape(call.rid, outcome))
 
-    def _expire(self, rid, token: int) -> None:
-        call = self._inflight.current(rid, token)
-        if call is None:
+    def _expire(self, token: int) -> None:
+        call = self._inflight.current(token)
+        if call is None or call.parked:
             return
         waited = self.rt.server_timeout(call.server) + DEADLINE_MARGIN
-        _tell(call.ref, CancelForward(self.actor_ref, rid, "troupe's deadline passed"))
-        self._settle(rid, token, UpstreamError(
+        _tell(call.ref, CancelForward(self.actor_ref, token, "troupe's deadline passed"))
+        self._settle(token, UpstreamError(
             jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s", server=call.server))
 
     # ---------------------------------------------------------------- notifications out

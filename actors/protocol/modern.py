@@ -148,13 +148,16 @@ class ModernSink:
     else (progress, logs, errors, other requests' answers) passes unchanged. It carries the
     request's Envelope, so whatever later handles the request (a forwarded call settling, a
     server request it triggered, a log line) reads the client's capabilities from the request
-    itself, never from the session."""
+    itself, never from the session. So do `principal` (who sent it), `digest` (what a retry of it
+    must repeat) and `retry` (the opened requestState and inputResponses of a retry, if it is one)."""
 
-    __slots__ = ("rid", "method", "sink", "envelope")
+    __slots__ = ("rid", "method", "sink", "envelope", "principal", "digest", "retry")
 
-    def __init__(self, rid, method: str, sink, envelope: Envelope | None = None) -> None:
+    def __init__(self, rid, method: str, sink, envelope: Envelope | None = None, *, principal: str = "",
+                 digest: str = "", retry: Any = None) -> None:
         self.rid, self.method, self.sink = rid, method, sink
         self.envelope = envelope if envelope is not None else Envelope({})
+        self.principal, self.digest, self.retry = principal, digest, retry
 
     def __call__(self, message) -> None:
         if isinstance(message, dict) and message.get("id") == self.rid and isinstance(message.get("result"), dict) \
@@ -163,9 +166,14 @@ class ModernSink:
         self.sink(message)
 
 
-def finishing_sink(rid, method: str, sink, envelope: Envelope | None = None) -> ModernSink:
-    """The ModernSink for request `rid`."""
-    return ModernSink(rid, method, sink, envelope)
+def finishing_sink(rid, method: str, sink, envelope: Envelope | None = None, **request) -> ModernSink:
+    """The ModernSink for request `rid` (`request`: its principal, digest and retry)."""
+    return ModernSink(rid, method, sink, envelope, **request)
+
+
+def input_required(outcome: Any) -> bool:
+    """A result asking the client for input before the request can complete (MRTR)."""
+    return isinstance(outcome, dict) and outcome.get("resultType") == "input_required"
 
 
 def envelope_of(sink) -> Envelope | None:

@@ -7,6 +7,7 @@ what the Session sends on that request's sink. Closing the response is the cance
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -60,6 +61,13 @@ def routes_modern(environ, msg) -> bool:
             return True
         return version not in mcp.SUPPORTED_VERSIONS and isinstance(msg, dict) and modern.is_modern(msg.get("params"))
     return isinstance(msg, dict) and msg.get("method") == "server/discover" and not environ.get("HTTP_MCP_SESSION_ID")
+
+
+def principal(environ) -> str:
+    """Who sends a stateless request, as far as troupe can tell: its credential, digested (a
+    parked call's retry must come from the same one). Without a token every caller is one."""
+    auth = environ.get("HTTP_AUTHORIZATION")
+    return "http:" + hashlib.sha256(auth.encode("utf-8", "replace")).hexdigest()[:24] if auth else "http"
 
 
 def _json(status: str, body: dict) -> Response:
@@ -131,7 +139,7 @@ class ModernFront:
         if call is None:
             return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                   "troupe is shutting down"))
-        if not self._send(call, {**msg, "id": call.our_id}):
+        if not self._send(call, {**msg, "id": call.our_id}, principal(environ)):
             self._forget(call)
             return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                   "troupe is shutting down"))
@@ -271,7 +279,7 @@ class ModernFront:
             except pykka.ActorDeadError:
                 pass  # its Session is gone, and its calls with it
 
-    def _send(self, call: _Call, message: dict) -> bool:
+    def _send(self, call: _Call, message: dict, who: str = "http") -> bool:
         """Hand the request to the modern Session; a dead one is replaced once (its open calls
         answered with an error, since no answer will come from it)."""
         for _ in range(2):
@@ -283,7 +291,7 @@ class ModernFront:
                 ref = self._session
             call.session = ref
             try:
-                ref.tell(ClientMessage(message, call.replies.put))
+                ref.tell(ClientMessage(message, call.replies.put, who))
                 return True
             except pykka.ActorDeadError:
                 self._session_died(ref)

@@ -326,7 +326,7 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
     check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
                               "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
                               "client_admin", "session_idle", "max_sessions", "header_timeout",
-                              "max_connections"}, "serve")
+                              "max_connections", "state_key"}, "serve")
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
@@ -344,9 +344,14 @@ def _serve(data: Any, check: _Checker) -> ServeConfig:
         check.fail("serve.auth_token", "must be a string")  # never echo it: it is a secret
         token = None
     token = expand(token, {}) if token else os.environ.get("TROUPE_AUTH_TOKEN") or None
+    state_key = data.get("state_key")
+    if state_key is not None and (not isinstance(state_key, str) or len(state_key) < 16):
+        check.fail("serve.state_key", "must be a string of at least 16 characters")  # a secret: never echoed
+        state_key = None
+    state_key = expand(state_key, {}) if state_key else os.environ.get("TROUPE_STATE_KEY") or None
     return ServeConfig(
         transport=transport, mode=mode, separator=sep, host=check.typed(data, "host", "serve", str, "127.0.0.1"),
-        port=port, auth_token=token,
+        port=port, auth_token=token, state_key=state_key,
         allowed_origins=_allowed(data, "allowed_origins", _ALLOWED_ORIGIN, "an origin like http://localhost:3000",
                                  check),
         allowed_hosts=_allowed(data, "allowed_hosts", _ALLOWED_HOST, "a host name, optionally :port", check),

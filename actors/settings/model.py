@@ -113,6 +113,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8765
     auth_token: str | None = None
+    state_key: str | None = None  # seals input rounds' requestState; None = generated and stored
     allowed_origins: tuple = ()
     allowed_hosts: tuple = ()
     startup_wait: float = 10.0

@@ -144,5 +144,5 @@ class ConfigWatcher:
 
 def _serve_differs(running, loaded) -> bool:
     # CLI flags override transport/mode/host/port at start: compare only what the file alone decides.
-    keys = ("separator", "auth_token", "allowed_origins", "allowed_hosts", "json_response")
+    keys = ("separator", "auth_token", "allowed_origins", "allowed_hosts", "json_response", "state_key")
     return any(getattr(running, k) != getattr(loaded, k) for k in keys)

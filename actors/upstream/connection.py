@@ -235,7 +235,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
     def _dispatch(self, fwd: Forward) -> None:
         self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
                       counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
-                      origin_request=fwd.origin_request, client_capabilities=fwd.client_capabilities)
+                      origin_request=fwd.origin_request, client_capabilities=fwd.client_capabilities,
+                      log_level=fwd.log_level)
 
     def _liveness_probe(self, on_reply, wait: float) -> None:
         # A modern server has no ping: another request (server/discover) shows it alive.
@@ -246,7 +247,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self._request(method, params, on_reply, timeout=self.config.timeout)
 
     def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
-                 on_progress=None, origin=None, origin_request=None, client_capabilities=None) -> int:
+                 on_progress=None, origin=None, origin_request=None, client_capabilities=None,
+                 log_level: str | None = None) -> int:
         rid = self.requests.open(method, on_reply, timeout=timeout, counted=counted, on_progress=on_progress,
                                  origin=origin, origin_request=origin_request)
         if on_progress is not None:
@@ -255,7 +257,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
         if self.era == MODERN or method == modern_client.DISCOVER:
             # Stateless: every request says who asks and what the caller can do; logs are asked per request.
-            params = modern_client.envelope(params, modern_client.relayable(client_capabilities), self.log_level)
+            params = modern_client.envelope(params, modern_client.relayable(client_capabilities),
+                                            log_level or self.log_level)
         assert self.transport is not None  # set in on_start before any request: only a ready server gets calls
         try:
             self.transport.send(jsonrpc.request(rid, method, params))

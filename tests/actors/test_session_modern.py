@@ -121,18 +121,25 @@ def test_a_server_request_for_an_undeclared_capability_answers_the_call_with_320
     c = _Client(runtime, "caps")
     stream = c.send(_request(1, "tools/call", {"name": "echo__sleep", "arguments": {"seconds": 3}}))
     replies: list = []
+    # origin_request names the Session's token for the call: its forwarded calls are counted from 1
     c.session.tell(ServerRequest("echo", 9, "elicitation/create", {"message": "?"}, replies.append, origin_request=1))
     wait_until(lambda: stream and replies, 5, message="both answered")
     assert stream[0]["error"]["code"] == -32021
     assert stream[0]["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
     assert isinstance(replies[0], UpstreamError) and replies[0].code == -32021
-    # declared in the request's own envelope: the request goes to the client on the call's stream
+    # declared in the request's own envelope: a modern client takes no server requests, so the
+    # call is parked and its client hears input_required, with troupe's sealed state
     declared = c.send(_request(2, "tools/call", {"name": "echo__sleep", "arguments": {"seconds": 3}},
                                **{modern.META_CAPABILITIES: {"elicitation": {}}}))
     c.session.tell(ServerRequest("echo", 10, "elicitation/create", {"message": "?"}, replies.append, origin_request=2))
-    wait_until(lambda: declared, 5, message="the request relayed")
-    assert declared[0]["method"] == "elicitation/create"
+    wait_until(lambda: declared, 5, message="the call answered input_required")
+    result = declared[0]["result"]
+    assert result["resultType"] == "input_required" and result["requestState"].startswith("troupe1.")
+    assert result["inputRequests"] == {"echo-1": {"method": "elicitation/create", "params": {"message": "[echo] ?"}}}
+    assert len(replies) == 1  # the server's request waits for the client's retry
     c.session.stop()
+    wait_until(lambda: len(replies) == 2, 5, message="the parked request answered when the session went")
+    assert isinstance(replies[1], UpstreamError)
 
 
 def test_logs_go_only_with_the_request_that_asked_for_them(runtime):

@@ -4,7 +4,8 @@ subscriptions/listen; stdio by default, `--http 0` serves POST /mcp (announced o
 
 Tools: echo, whoami (the _meta it was called with), received (every method it was sent),
 add_tool (adds `late` and tells listeners), touch (resources/updated for a URI), sleep,
-region (an x-mcp-header argument; returns the Mcp-Param-Region header it saw over HTTP) and,
+region (an x-mcp-header argument; returns the Mcp-Param-Region header it saw over HTTP), confirm
+(asks the client to confirm `rounds` times through input_required rounds) and,
 with --bad-header-tool, `bad_header` whose x-mcp-header is invalid.
 """
 from __future__ import annotations
@@ -61,6 +62,8 @@ class ModernServer:
                 "type": "object", "properties": {"seconds": {"type": "number"}}}},
             {"name": "region", "description": "The Mcp-Param-Region header seen.", "inputSchema": {
                 "type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}},
+            {"name": "confirm", "description": "Ask the client to confirm, `rounds` times (MRTR).", "inputSchema": {
+                "type": "object", "properties": {"rounds": {"type": "integer"}}}},
         ]
         if bad_header_tool:
             self.tools.append({"name": "bad_header", "description": "Invalid x-mcp-header.", "inputSchema": {
@@ -177,9 +180,33 @@ class ModernServer:
             text = str((headers or {}).get("mcp-param-region"))
         elif name == "late":
             text = "late"
+        elif name == "confirm":
+            return self._confirm(int(args.get("rounds") or 1), params)
         else:
             raise RpcError(-32602, f"unknown tool: {name}")
         return {"content": [{"type": "text", "text": text}]}
+
+    @staticmethod
+    def _confirm(rounds: int, params: dict) -> dict:
+        """MRTR: one elicitation per round; the state carries the answers so far, and a retry
+        whose state or answer is not what this server asked for is refused."""
+        state, answers = params.get("requestState"), params.get("inputResponses") or {}
+        said: list = []
+        if state is not None:
+            if not isinstance(state, str) or not state.startswith("confirm|"):
+                raise RpcError(-32602, f"requestState not issued by this server: {str(state)[:40]!r}")
+            said = state.split("|")[1:]
+            answer = answers.get(f"q{len(said)}")
+            if not isinstance(answer, dict) or "action" not in answer:
+                raise RpcError(-32602, f"inputResponses lacks q{len(said)}")
+            said.append(str(answer["action"]) + ":" + orjson.dumps(answer.get("content")).decode())
+        if len(said) >= rounds:
+            return {"content": [{"type": "text", "text": "confirmed " + ", ".join(said)}]}
+        ask = {"method": "elicitation/create", "params": {
+            "mode": "form", "message": f"Confirm step {len(said) + 1}?", "requestedSchema": {
+                "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}
+        return {"resultType": "input_required", "inputRequests": {f"q{len(said) + 1}": ask},
+                "requestState": "|".join(["confirm", *said])}
 
     def on_resources_list(self, params, headers) -> dict:
         with self.lock:
