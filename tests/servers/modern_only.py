@@ -193,12 +193,12 @@ class ModernServer:
         state, answers = params.get("requestState"), params.get("inputResponses") or {}
         said: list = []
         if state is not None:
-            if not isinstance(state, str) or not state.startswith("confirm|"):
+            if not isinstance(state, str) or state.split("|")[0] != "confirm":
                 raise RpcError(-32602, f"requestState not issued by this server: {str(state)[:40]!r}")
             said = state.split("|")[1:]
-            answer = answers.get(f"q{len(said)}")
+            answer = answers.get(f"q{len(said) + 1}")
             if not isinstance(answer, dict) or "action" not in answer:
-                raise RpcError(-32602, f"inputResponses lacks q{len(said)}")
+                raise RpcError(-32602, f"inputResponses lacks q{len(said) + 1}")
             said.append(str(answer["action"]) + ":" + orjson.dumps(answer.get("content")).decode())
         if len(said) >= rounds:
             return {"content": [{"type": "text", "text": "confirmed " + ", ".join(said)}]}
