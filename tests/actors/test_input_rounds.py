@@ -138,7 +138,7 @@ def test_a_legacy_client_is_asked_for_real_for_a_bounded_number_of_rounds(runtim
                                                                           "arguments": {"rounds": 2}}}
     stream = c.send(call)
     for step in (1, 2):
-        wait_until(lambda: len([m for m in stream if m.get("method") == "elicitation/create"]) == step, 10,
+        wait_until(lambda step=step: len([m for m in stream if m.get("method") == "elicitation/create"]) == step, 10,
                    message=f"round {step} asked")
         ask = [m for m in stream if m.get("method") == "elicitation/create"][-1]
         assert ask["params"]["message"] == f"[modern] Confirm step {step}?"
