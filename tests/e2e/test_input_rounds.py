@@ -1,6 +1,6 @@
 """A server's questions to the person cross the eras through troupe, driven by the official SDK
-client in each era over stdio and HTTP: a legacy server (server-everything) elicits in the middle
-of a call, and a modern-only server asks through input_required rounds (two of them).
+client in each era over stdio and HTTP: a legacy server (server-everything) elicits and samples
+in the middle of a call, and a modern-only server asks through input_required rounds (two).
 
     modern client → legacy server: troupe parks the call, the client hears input_required
     legacy client → modern server: troupe asks the client for real, then retries upstream
@@ -15,7 +15,7 @@ import json
 import pytest
 from mcp import Client, StdioServerParameters, types
 
-from tests.e2e.test_protocol import _elicitation
+from tests.e2e.test_protocol import _elicitation, _sampling
 from tests.support import PYTHON, ROOT, peer_bin
 from tests.support.troupe import TroupeHttp, server, write_config
 
@@ -43,10 +43,12 @@ async def _both_servers_ask(target, mode: str) -> list[str]:
             return types.ElicitResult(action="accept", content={"ok": True})
         return await _elicitation(context, params)
 
-    async with Client(target, mode=mode, elicitation_callback=answer) as client:
+    async with Client(target, mode=mode, elicitation_callback=answer, sampling_callback=_sampling) as client:
         assert client.protocol_version == (MODERN if mode == MODERN else "2025-11-25")
         elicited = await client.call_tool("everything__trigger-elicitation-request", {})
         assert not elicited.is_error and "accept" in json.dumps(elicited.model_dump()), elicited
+        sampled = await client.call_tool("everything__trigger-sampling-request", {"prompt": "hello", "maxTokens": 5})
+        assert not sampled.is_error and "sampled:" in json.dumps(sampled.model_dump()), sampled
         confirmed = await client.call_tool("modern__confirm", {"rounds": 2})
         assert not confirmed.is_error, confirmed
         assert _text(confirmed) == 'confirmed accept:{"ok":true}, accept:{"ok":true}'
