@@ -83,6 +83,17 @@ def listen_filter(params: dict) -> dict | str:
     return wanted
 
 
+def missing_envelope(rid, params: Any) -> dict | None:
+    """-32602 for a request sent as modern (its MCP-Protocol-Version header says so) whose params
+    carry no `_meta` naming a version: the header alone does not make an envelope, and without one
+    the request would be served as if from a legacy session. None when the envelope is there."""
+    if is_modern(params):
+        return None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    missing = "params._meta" if not isinstance(meta, dict) else f"_meta.{META_VERSION}"
+    return jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"{missing} is required in a 2026-07-28 request")
+
+
 def check_meta(rid, method: str, params: dict) -> dict | None:
     """None if the request's _meta is acceptable, else the error response to send."""
     meta = params["_meta"]

@@ -54,8 +54,8 @@ def check(environ: Mapping, msg: dict, input_schema: Any = None) -> None:
     headers of a modern request agree with its body. `input_schema` is the called tool's, as troupe
     lists it (None when unknown: then Mcp-Param-* headers are not checked).
 
-    A body without `_meta.protocolVersion` is left to the Session, which answers -32602 for it:
-    the spec checks the envelope's shape before the headers."""
+    A body without `_meta.protocolVersion` is not checked here: the front answers -32602 for it
+    first (modern.missing_envelope), as the spec checks the envelope's shape before the headers."""
     params = msg.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict) or META_VERSION not in meta:

@@ -50,12 +50,13 @@ Response = tuple[str, list, Any]
 
 def routes_modern(environ, msg) -> bool:
     """True when a POST /mcp takes the stateless path: its MCP-Protocol-Version is a modern one
-    (a handshake, `initialize`, never is); or a version troupe does not know on a request whose
-    `_meta` names one (so that a newer client hears -32022 and the versions to retry with); or a
-    `server/discover` with no version header and no session (an era probe)."""
-    if isinstance(msg, dict) and msg.get("method") == "initialize":
-        return False
+    (a handshake, `initialize`, never is, unless it carries the modern envelope: then it is a
+    modern request for a removed method, answered 404 and -32601); or a version troupe does not
+    know on a request whose `_meta` names one (so that a newer client hears -32022 and the versions
+    to retry with); or a `server/discover` with no version header and no session (an era probe)."""
     version = header(environ, "MCP-Protocol-Version")
+    if isinstance(msg, dict) and msg.get("method") == "initialize":
+        return version in MODERN_VERSIONS and modern.is_modern(msg.get("params"))
     if version is not None:
         if version in MODERN_VERSIONS:
             return True
@@ -131,6 +132,9 @@ class ModernFront:
             return "406 Not Acceptable", [("Content-Type", "text/plain; charset=utf-8")], \
                 b"subscriptions/listen answers with a stream: send Accept: text/event-stream"
         if header(environ, "MCP-Protocol-Version") is not None:  # a header-less discover probe has none to check
+            refused = modern.missing_envelope(rid, msg.get("params"))
+            if refused is not None:  # checked before the headers, as the spec orders them
+                return _json("400 Bad Request", refused)
             try:
                 modern_headers.check(environ, msg, self._tool_schema(msg))
             except HeaderMismatch as exc:

@@ -224,3 +224,31 @@ def test_a_call_whose_session_died_is_answered_and_the_next_gets_a_new_session(f
     again = _call(url, 5, "echo__echo", {"text": "back"})
     assert again.json()["result"]["content"][0]["text"] == "back"
     assert app.mcp.modern._session is not first
+
+
+def test_a_modern_request_without_its_envelope_is_refused_at_the_front(front):
+    rt, app, url = front
+    # The version header makes it a modern request; without _meta naming a version it would be
+    # served as if from a legacy session. The spec checks the envelope first: -32602, HTTP 400.
+    for params in ({}, {"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}):
+        for method in ("server/discover", "tools/list"):
+            answer = requests.post(url, json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params},
+                                   headers=_headers(method), timeout=10)
+            assert answer.status_code == 400, (method, params, answer.text)
+            assert answer.json()["id"] == 7 and answer.json()["error"]["code"] == jsonrpc.INVALID_PARAMS
+    # A header-less server/discover is an era probe, answered without an envelope.
+    probe = requests.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "server/discover"},
+                          headers={"Content-Type": "application/json", "Accept": "application/json"}, timeout=10)
+    assert probe.status_code == 200 and MODERN in probe.json()["result"]["supportedVersions"]
+
+
+def test_initialize_sent_as_a_modern_request_is_method_not_found(front):
+    rt, app, url = front
+    answer = requests.post(url, json=_request(3, "initialize"), headers=_headers("initialize"), timeout=10)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == jsonrpc.METHOD_NOT_FOUND
+    assert "Mcp-Session-Id" not in answer.headers
+    # The legacy handshake is untouched: it opens a session.
+    handshake = requests.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, timeout=10)
+    assert handshake.status_code == 200 and handshake.headers.get("Mcp-Session-Id")

@@ -37,8 +37,8 @@ def test_version_and_method_headers_must_repeat_the_body():
         check(_environ(**{"MCP-Protocol-Version": MODERN}), _msg("tools/list"))
 
 
-def test_a_body_without_the_envelope_is_left_to_the_session():
-    # The spec checks _meta's shape first (-32602, the Session's answer), then the headers.
+def test_a_body_without_the_envelope_is_not_checked_here():
+    # The spec checks _meta's shape first (-32602, the front's answer), then the headers.
     check(_ok("prompts/list"), {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
 
 
@@ -100,7 +100,12 @@ def test_which_posts_take_the_stateless_path():
     modern = _environ(**{"MCP-Protocol-Version": MODERN})
     assert routes_modern(modern, _msg("tools/list"))
     assert routes_modern(modern, [_msg("tools/list")])  # refused there: modern has no batches
-    assert not routes_modern(modern, _msg("initialize"))  # a handshake is always the session era
+    # initialize with the modern envelope is a modern request for a removed method (404, -32601 there);
+    # a handshake, which carries none, is always the session era, whatever its headers say.
+    assert routes_modern(modern, _msg("initialize"))
+    handshake = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+    assert not routes_modern(modern, handshake)
+    assert not routes_modern(_environ(), _msg("initialize"))
     assert not routes_modern(_environ(**{"MCP-Protocol-Version": "2025-11-25"}), _msg("tools/list"))
     future = _environ(**{"MCP-Protocol-Version": "2099-01-01"})
     assert routes_modern(future, _msg("tools/list"))  # _meta names a version: told -32022 there
