@@ -60,11 +60,12 @@ class ParkExpired:
 
 
 class InputRetry:
-    """A modern retry's round keys: the opened requestState payload and the inputResponses."""
+    """A modern retry's round keys: the opened requestState payload (None when the retry has none)
+    and the inputResponses."""
 
     __slots__ = ("state", "responses")
 
-    def __init__(self, state: dict, responses: dict) -> None:
+    def __init__(self, state: dict | None, responses: dict) -> None:
         self.state, self.responses = state, responses
 
 
@@ -113,9 +114,12 @@ class InputRounds:
             return params, None
         clean = {k: v for k, v in params.items() if k not in ROUND_KEYS}
         state, responses = params.get("requestState"), params.get("inputResponses", {})
-        if state is None or not isinstance(responses, dict):
-            return jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "a retry needs the requestState troupe sent "
-                                 "and inputResponses as an object")
+        if not isinstance(responses, dict):
+            return jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "inputResponses must be an object")
+        if state is None:
+            # Answers without a state: the server that asked kept no state, and it alone can tell
+            # whether they answer anything (it re-asks if not). Nothing of troupe's is at stake.
+            return clean, InputRetry(None, responses)
         opened = self.rt.sealer.open(state)
         if isinstance(opened, str):
             return jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, opened)
@@ -129,6 +133,8 @@ class InputRounds:
         or the retry refused)."""
         retry: InputRetry = sink.retry
         state = retry.state
+        if state is None:
+            return {**params, "inputResponses": retry.responses}
         if state.get("s") != server:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "requestState was issued for another server"))
             return None

@@ -10,6 +10,7 @@ import orjson
 from actors.downstream import metatools
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
+from actors.protocol.modern import MISSING_CAPABILITY
 
 
 PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
@@ -55,9 +56,17 @@ class BadCursor(Exception):
 # ---------------------------------------------------------------- answer shapes
 
 
+# Upstream errors a client must see as errors, not as a failed tool: the client can act on them
+# (declare the capability the server named), and a model reading an isError text cannot.
+RELAYED_ERRORS = frozenset({MISSING_CAPABILITY})
+
+
 def tool_outcome(rid, outcome) -> dict:
-    """A backend result unchanged; a failure becomes an isError result naming the server."""
+    """A backend result unchanged; a failure becomes an isError result naming the server, except
+    a protocol error only the client can mend (RELAYED_ERRORS), relayed with its data."""
     if isinstance(outcome, UpstreamError):
+        if outcome.code in RELAYED_ERRORS:
+            return jsonrpc.error(rid, outcome.code, outcome.message, outcome.data)
         return jsonrpc.result(rid, metatools.text_result(failure_text(outcome), is_error=True))
     return jsonrpc.result(rid, outcome)
 

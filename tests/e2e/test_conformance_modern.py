@@ -4,9 +4,8 @@ The suite (the 0.2 alpha line, `--requirements 2026-07-28`) ships no fixture ser
 is tests/servers/ts_conformance.cjs: the fixtures its scenarios call by name, on the TypeScript
 server SDK 2.x. It must pass every required scenario alone, or the comparison would prove little.
 troupe (HTTP front, flat, no prefix) in front of it, over HTTP and over stdio, must then pass every
-check the backend passes alone, and the scenarios that only its own front decides even so. A check
-troupe fails because of a diagnosed troupe bug is listed in KNOWN_BUGS and asserted by a strict
-xfail, so the listing flips to a failure the day the bug is fixed.
+check the backend passes alone (input_required rounds included, through troupe's sealed state),
+and the scenarios that only its own front decides even so.
 """
 from __future__ import annotations
 
@@ -29,32 +28,6 @@ READY_S = 30.0
 # its caching hints): they must pass whole through troupe, whatever the backend does.
 FRONT_SCENARIOS = ("dns-rebinding-protection", "http-header-validation", "http-custom-header-server-validation",
                    "server-sse-multiple-streams", "caching")
-# Diagnosed troupe bugs (in code this branch must not edit), each with the checks it breaks:
-# (scenario, check id), or (scenario, "*") for all of a scenario's checks.
-MRTR_SCENARIOS = ("basic-elicitation", "basic-sampling", "basic-list-roots", "request-state",
-                  "multiple-input-requests", "multi-round", "ignore-extra-params")
-KNOWN_BUGS = {
-    "mrtr-retry-params-dropped": (
-        "tools/call retried with inputResponses/requestState reaches the upstream without them "
-        "(actors/downstream/tool_calls.py ToolCalls._call rebuilds the params from name, arguments and _meta)",
-        {(f"input-required-result-{name}", "*") for name in MRTR_SCENARIOS}),
-    "upstream-protocol-error-made-iserror": (
-        "an upstream's -32021 to tools/call becomes an isError result, so the client gets no -32021 and no "
-        "HTTP 400 (actors/downstream/replies.py tool_outcome turns every UpstreamError into isError)",
-        {("server-stateless", "sep-2575-server-rejects-undeclared-capability"),
-         ("server-stateless", "sep-2575-missing-capability-http-400")}),
-    "tampered-request-state-accepted": (
-        "needs both fixes above: the requestState must reach the upstream, and its -32602 refusal must "
-        "reach the client as an error, not as an isError result",
-        {("input-required-result-tampered-state", "*")}),
-}
-
-
-def _covered(key: tuple[str, str], scope: set) -> bool:
-    scenario, check = key
-    return (scenario, "*") in scope or (scenario, check.split("#")[0]) in scope
-
-
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
     """The fixture server over HTTP, for the direct run and for troupe's HTTP upstream."""
@@ -115,8 +88,7 @@ def test_troupe_passes_whatever_the_backend_passes(direct, through, capsys):
     with capsys.disabled():
         print(f"\n--- conformance {REVISION}, the fixture alone:\n{direct.summary}")
         print(f"--- conformance {REVISION}, troupe (flat, no prefix) in front of it over {upstream}:\n{report.summary}")
-    scope = set().union(*(checks for _, checks in KNOWN_BUGS.values()))
-    compared = {key for key in direct.passed() if not _covered(key, scope)}
+    compared = direct.passed()
     assert len(compared) > 100, f"too few checks compared ({len(compared)}): did the suite run?"
     missing = sorted(compared - report.passed())
     assert not missing, f"checks the backend passes but troupe fails over {upstream}: {missing}"
@@ -127,13 +99,3 @@ def test_the_front_passes_its_own_scenarios(through):
     for scenario in FRONT_SCENARIOS:
         checks = report.of(scenario)
         assert checks and all(v in ("SUCCESS", "INFO") for v in checks.values()), (scenario, checks)
-
-
-@pytest.mark.parametrize("bug", [pytest.param(name, marks=pytest.mark.xfail(reason=reason, strict=True))
-                                 for name, (reason, _) in KNOWN_BUGS.items()])
-def test_known_troupe_bug(direct, through, bug):
-    _, scope = KNOWN_BUGS[bug]
-    expected = {key for key in direct.passed() if _covered(key, scope)}
-    assert expected, f"the backend passes none of the checks {bug} is about"
-    missing = sorted(expected - through[1].passed())
-    assert not missing, f"{bug}: {missing}"
