@@ -8,9 +8,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _bench_paths import bench_backend, everything_stdio, have_everything, stdio_entry, troupe_config, troupe_stdio
+from _bench_modern import ModernHttpRpc
+from _bench_paths import (bench_backend, everything_stdio, have_everything, stdio_entry, troupe_config, troupe_http,
+                          troupe_stdio)
 from _bench_report import Report
-from _bench_rpc import LOGS, BenchError, Proc
+from _bench_rpc import LOGS, BenchError, HttpRpc, Proc
 
 GROUPS = (("gevent/", "gevent"), ("pykka/", "pykka"), ("jsonschema", "jsonschema"), ("loguru/", "loguru"),
           ("orjson", "orjson"), ("importlib", "imports"))
@@ -66,15 +68,39 @@ def summarise(raw: Path, top: int = 25) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", data
 
 
-def _profile_one(spy: str, slug: str, label: str, servers: list[dict], mode: str, workload,
+def _front(front: str, slug: str, config: Path):
+    """(client, troupe's pid, stop) for a workload's front: stdio, or HTTP in the legacy or the modern era."""
+    if front == "stdio":
+        client = troupe_stdio(f"profile-{slug}", config)
+        try:
+            client.initialize()
+        except Exception:
+            client.stop()
+            raise
+        return client, client.pid, client.stop
+    proc, url = troupe_http(f"profile-{slug}", config)
+    http = ModernHttpRpc(url) if front == "http-modern" else HttpRpc(url)
+
+    def stop() -> None:
+        http.close()
+        proc.stop()
+    try:
+        http.initialize()
+    except Exception:
+        stop()
+        raise
+    return http, proc.pid, stop
+
+
+def _profile_one(spy: str, slug: str, label: str, servers: list[dict], mode: str, front: str, workload,
                  seconds: float) -> tuple[str, dict]:
     """Start troupe, settle it, attach py-spy for `seconds` while `workload(client)` runs back to back."""
     raw = LOGS / f"profile-{slug}.collapsed"
-    with troupe_stdio(f"profile-{slug}", troupe_config(f"profile-{slug}", servers, mode=mode)) as client:
-        client.initialize()
+    client, pid, stop = _front(front, slug, troupe_config(f"profile-{slug}", servers, mode=mode))
+    try:
         client.list_tools()
         workload(client)  # warm: first calls build caches (the filter index) outside the profile
-        spy_proc = Proc([spy, "record", "--pid", str(client.pid), "--duration", str(max(1, round(seconds))),
+        spy_proc = Proc([spy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
                          "--rate", "1000", "--nonblocking", "--function", "--format", "raw", "-o", str(raw)],
                         label=f"py-spy-{slug}", pipes=False)
         try:
@@ -86,35 +112,56 @@ def _profile_one(spy: str, slug: str, label: str, servers: list[dict], mode: str
             spy_proc.proc.wait(timeout=30)
         finally:
             spy_proc.stop()
+    finally:
+        stop()
     if not raw.exists():
         raise BenchError(f"py-spy wrote no profile for {label}:\n{spy_proc.tail()}")
     text, data = summarise(raw)
     return f"== {label}: {calls} calls in {seconds:.0f} s\n{text}", {**data, "calls": calls, "collapsed": str(raw)}
 
 
-def profile(settings, out_path: Path, report: Report) -> dict:
-    """Profile troupe on the latency workloads (section 1) and on the meta-tools over a big catalogue (section 4)."""
+def workloads(settings) -> list[tuple]:
+    """(slug, label, servers, mode, front, workload) of every workload --profile can run, in order."""
+    small = bench_backend()
+    echo_small = [stdio_entry("b", small, prefix="")]
+
+    def call_small(c) -> None:
+        c.call(small.tool, small.arguments)
+    out = [("echo-bench", "echo stdio→stdio [bench_backend]", echo_small, "flat", "stdio", call_small)]
+    if have_everything():
+        ev = everything_stdio()
+        out.append(("echo-everything", "echo stdio→stdio [server-everything]",
+                    [stdio_entry("b", ev, prefix="")], "flat", "stdio", lambda c: c.call(ev.tool, ev.arguments)))
+    # The same call through the HTTP front in each era: where a modern request costs more than a legacy one.
+    out.append(("echo-http-legacy", "echo HTTP→stdio, legacy session [bench_backend]", echo_small, "flat",
+                "http-legacy", call_small))
+    out.append(("echo-http-modern", "echo HTTP→stdio, modern (2026-07-28) [bench_backend]", echo_small, "flat",
+                "http-modern", call_small))
+    big, n = [stdio_entry("big", bench_backend(settings.catalogue - 1))], settings.catalogue
+    out.append(("filter-tools", f"filter_tools query over {n} tools", big, "meta", "stdio",
+                lambda c: c.call("filter_tools", {"query": "delta foxtrot synthetic"})))
+    out.append(("list-tools", f"list_tools limit 50 over {n} tools", big, "meta", "stdio",
+                lambda c: c.call("list_tools", {"limit": 50})))
+    return out
+
+
+SLUGS = ("echo-bench", "echo-everything", "echo-http-legacy", "echo-http-modern", "filter-tools", "list-tools")
+
+
+def profile(settings, out_path: Path, report: Report, only: tuple[str, ...] = ()) -> dict:
+    """Profile troupe on the latency workloads (section 1), the same call through the HTTP front in both
+    eras, and the meta-tools over a big catalogue (section 4); `only` keeps the workloads of those slugs."""
     print("\n== profile: py-spy attached to troupe, one workload at a time", flush=True)
     spy = _py_spy()
     if spy is None:
         report.note("--profile: py-spy unavailable (pip install py-spy); no profile written")
         return {"error": "py-spy unavailable"}
-    small = bench_backend()
-    workloads = [("echo-bench", "echo stdio→stdio [bench_backend]", [stdio_entry("b", small, prefix="")], "flat",
-                  lambda c: c.call(small.tool, small.arguments))]
-    if have_everything():
-        ev = everything_stdio()
-        workloads.append(("echo-everything", "echo stdio→stdio [server-everything]",
-                          [stdio_entry("b", ev, prefix="")], "flat", lambda c: c.call(ev.tool, ev.arguments)))
-    big, n = [stdio_entry("big", bench_backend(settings.catalogue - 1))], settings.catalogue
-    workloads.append(("filter-tools", f"filter_tools query over {n} tools", big, "meta",
-                      lambda c: c.call("filter_tools", {"query": "delta foxtrot synthetic"})))
-    workloads.append(("list-tools", f"list_tools limit 50 over {n} tools", big, "meta",
-                      lambda c: c.call("list_tools", {"limit": 50})))
     texts, out = [], {}
-    for slug, label, servers, mode, workload in workloads:
+    for slug, label, servers, mode, front, workload in workloads(settings):
+        if only and slug not in only:
+            continue
         print(f"  profiling {label}", flush=True)
-        text, data = _profile_one(spy, slug, label, servers, mode, workload, settings.profile_seconds)
+        text, data = _profile_one(spy, slug, label, servers, mode, front, workload, settings.profile_seconds)
         texts.append(text)
         out[label] = data
     out_path.write_text("troupe profile (py-spy, samples of troupe's process only)\n\n" + "\n".join(texts))

@@ -118,7 +118,7 @@ def rss_kib(pid: int) -> int:
     raise BenchError(f"no VmRSS for pid {pid}")
 
 
-def _check(reply: dict, method: str) -> dict:
+def check_reply(reply: dict, method: str) -> dict:
     if "error" in reply:
         raise BenchError(f"{method} failed: {reply['error']}")
     result = reply["result"]
@@ -165,7 +165,7 @@ class StdioRpc(Proc):
                 except orjson.JSONDecodeError:
                     continue  # not ours: py-spy announces itself on the same stdout
                 if reply.get("id") == rid and "method" not in reply:
-                    return _check(reply, method)
+                    return check_reply(reply, method)
         finally:
             if watchdog is not None:
                 watchdog.cancel()
@@ -204,7 +204,7 @@ def list_all_tools(request) -> list[dict]:
             return tools
 
 
-def _parse_body(content_type: str, body: bytes, rid: Any) -> dict:
+def parse_body(content_type: str, body: bytes, rid: Any) -> dict:
     """The answer from a JSON body or from an SSE body (events may precede it)."""
     if content_type.startswith("application/json"):
         return orjson.loads(body)
@@ -231,17 +231,17 @@ class HttpRpc:
         self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         self._ids = itertools.count(1)
 
-    def _post(self, msg: dict) -> tuple[int, str, bytes, http.client.HTTPResponse]:
+    def _post(self, msg: dict, headers: dict | None = None) -> tuple[int, str, bytes, http.client.HTTPResponse]:
         try:
-            return self._post_once(msg)
+            return self._post_once(msg, headers)
         except STALE_CONNECTION:
             # A server may close an idle keep-alive connection (Node does after 5 s, which a
             # loaded machine reaches while 32 sessions initialize): reconnect once and resend.
             self.conn.close()
-            return self._post_once(msg)
+            return self._post_once(msg, headers)
 
-    def _post_once(self, msg: dict) -> tuple[int, str, bytes, http.client.HTTPResponse]:
-        self.conn.request("POST", self.path, orjson.dumps(msg), self.headers)
+    def _post_once(self, msg: dict, headers: dict | None) -> tuple[int, str, bytes, http.client.HTTPResponse]:
+        self.conn.request("POST", self.path, orjson.dumps(msg), headers or self.headers)
         resp = self.conn.getresponse()
         body = resp.read()
         return resp.status, resp.getheader("Content-Type", ""), body, resp
@@ -258,7 +258,7 @@ class HttpRpc:
             sid = resp.getheader("Mcp-Session-Id")
             if sid:
                 self.headers["Mcp-Session-Id"] = sid
-        return _check(_parse_body(ctype, body, rid), method)
+        return check_reply(parse_body(ctype, body, rid), method)
 
     def initialize(self) -> dict:
         result = self.request("initialize", init_params())

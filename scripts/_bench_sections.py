@@ -1,146 +1,14 @@
-"""Sections 2-5 of scripts/bench.py: HTTP throughput, cold start, meta-tool latency, memory."""
+"""Sections 3-5 of scripts/bench.py: cold start, meta-tool latency, memory (2 is in _bench_throughput)."""
 from __future__ import annotations
 
-import contextlib
 import statistics
-import threading
 import time
 
 import orjson
 
-from _bench_paths import (bench_backend, everything_http, fastmcp_http, fastmcp_stdio, have_everything, http_client,
-                          http_entry, stdio_entry, troupe_config, troupe_http, troupe_stdio)
+from _bench_paths import (bench_backend, fastmcp_stdio, stdio_entry, troupe_config, troupe_stdio)
 from _bench_report import Report, ms, ratio
-from _bench_rpc import BenchError, HttpRpc, StdioRpc, rss_kib, time_calls
-
-# ---------------------------------------------------------------- 2. throughput over Streamable HTTP
-
-THROUGHPUT_VS_DIRECT, THROUGHPUT_VS_FASTMCP = 0.7, 10.0
-
-
-def _hammer(url: str, tool: str, arguments: dict, callers: int, seconds: float, warmup: float) -> dict:
-    """`callers` threads, each its own session and keep-alive connection, calling back to back; calls/s after warmup."""
-    clients = [HttpRpc(url, timeout=30.0) for _ in range(callers)]
-    try:
-        for client in clients:
-            client.initialize()
-        ends: list[list[float]] = [[] for _ in clients]
-        errors: list[str] = []
-        go = threading.Event()
-        clock = time.perf_counter
-        t_start = clock() + 0.05  # every thread is waiting on `go` by then
-        t_count, t_end = t_start + warmup, t_start + warmup + seconds
-
-        def caller(i: int) -> None:
-            client, mine = clients[i], ends[i]
-            go.wait()
-            while clock() < t_end:
-                try:
-                    client.call(tool, arguments)
-                except Exception as exc:  # counted, and shown: a failing path must not look fast
-                    errors.append(f"{type(exc).__name__}: {exc}"[:200])
-                    if len(errors) > 1000:
-                        return  # a broken path: stop spinning on it
-                    continue
-                mine.append(clock())
-
-        threads = [threading.Thread(target=caller, args=(i,), daemon=True) for i in range(callers)]
-        for t in threads:
-            t.start()
-        time.sleep(max(0.0, t_start - clock()))
-        go.set()
-        for t in threads:
-            t.join(timeout=seconds + warmup + 60)
-        done = sum(1 for mine in ends for e in mine if t_count <= e < t_end)
-        if done == 0:
-            # A path slower than the window (a call takes longer than warmup + seconds) still
-            # has a rate: every call it finished, over the time from the start to the last one.
-            finished = [e for mine in ends for e in mine]
-            if not finished:
-                raise BenchError(f"no call completed; errors: {errors[:3]}")
-            span = max(finished) - t_start
-            return {"calls_per_s": len(finished) / span, "calls": len(finished), "seconds": span,
-                    "callers": callers, "errors": len(errors), "first_errors": errors[:3],
-                    "note": "no call ended inside the window: rate over the whole run"}
-        return {"calls_per_s": done / seconds, "calls": done, "seconds": seconds, "callers": callers,
-                "errors": len(errors), "first_errors": errors[:3]}
-    finally:
-        for client in clients:
-            client.close()
-
-
-def throughput(settings, report: Report) -> dict:
-    print(f"\n== 2. throughput, {settings.callers} concurrent callers over Streamable HTTP", flush=True)
-    section = f"2 throughput c={settings.callers} [server-everything HTTP]"
-    if not have_everything():
-        raise BenchError("server-everything is not installed (.ci/run installs it)")
-    tool, arguments = "echo", {"message": "hello"}
-    with contextlib.ExitStack() as stack:
-        backend, url = everything_http()
-        stack.callback(backend.stop)
-        t_proc, t_url = troupe_http("throughput", troupe_config("throughput", [http_entry("e", url, prefix="")]))
-        stack.callback(t_proc.stop)
-        f_proc, f_url = fastmcp_http("throughput", {"e": url})
-        stack.callback(f_proc.stop)
-        urls = {"direct": url, "troupe HTTP→HTTP": t_url, "FastMCP proxy HTTP→HTTP": f_url}
-        for name, u in urls.items():  # also lets troupe's first list wait for its upstream
-            probe = http_client(u)
-            if tool not in {t["name"] for t in probe.list_tools()}:
-                raise BenchError(f"{name}: no {tool!r} tool")
-            probe.close()
-        runs: dict[str, list[dict]] = {name: [] for name in urls}
-        for _ in range(settings.throughput_rounds):  # alternate paths so drift hits all alike
-            for name, u in urls.items():
-                runs[name].append(_hammer(u, tool, arguments, settings.callers, settings.throughput_seconds,
-                                          settings.throughput_warmup))
-    figures = {}
-    for name, rs in runs.items():
-        rate = statistics.median(r["calls_per_s"] for r in rs)
-        figures[name] = {"calls_per_s": rate, "rounds": rs, "errors": sum(r["errors"] for r in rs)}
-    d, t, f = (figures[k]["calls_per_s"] for k in urls)
-    vs_direct, vs_fastmcp = ratio(t, d), ratio(t, f)
-    for name, fig in figures.items():
-        extra = f" ({fig['errors']} errors)" if fig["errors"] else ""
-        if name.startswith("troupe"):
-            report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}", f"{vs_direct:.2f}× direct",
-                       f">= {THROUGHPUT_VS_DIRECT}× direct", vs_direct >= THROUGHPUT_VS_DIRECT)
-            report.row(section, "", "", f"{vs_fastmcp:.1f}× FastMCP proxy",
-                       f">= {THROUGHPUT_VS_FASTMCP:.0f}× FastMCP", vs_fastmcp >= THROUGHPUT_VS_FASTMCP)
-        else:
-            report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}",
-                       "baseline" if name == "direct" else f"{ratio(fig['calls_per_s'], d):.2f}× direct")
-    ceiling = _ceiling(settings, report)
-    return {"backend": "server-everything streamableHttp", "tool": tool, "paths": figures,
-            "stdio_backend": ceiling,
-            "ratios": {"troupe/direct": vs_direct, "troupe/fastmcp": vs_fastmcp},
-            "targets": {"troupe/direct": THROUGHPUT_VS_DIRECT, "troupe/fastmcp": THROUGHPUT_VS_FASTMCP},
-            "met": {"troupe/direct": vs_direct >= THROUGHPUT_VS_DIRECT,
-                    "troupe/fastmcp": vs_fastmcp >= THROUGHPUT_VS_FASTMCP}}
-
-
-def _ceiling(settings, report: Report) -> dict:
-    """The same callers in front of the fast stdio backend, never the bottleneck: the aggregators' own ceilings."""
-    section = f"2 throughput c={settings.callers} [HTTP in, bench_backend stdio out]"
-    backend = bench_backend()
-    with contextlib.ExitStack() as stack:
-        t_proc, t_url = troupe_http("ceiling", troupe_config("ceiling", [stdio_entry("b", backend, prefix="")]))
-        stack.callback(t_proc.stop)
-        f_proc, f_url = fastmcp_http("ceiling", {"b": backend})
-        stack.callback(f_proc.stop)
-        urls = {"troupe HTTP→stdio": t_url, "FastMCP proxy HTTP→stdio": f_url}
-        for u in urls.values():
-            probe = http_client(u)
-            probe.list_tools()  # troupe's first list waits for its backend
-            probe.close()
-        figures = {name: _hammer(u, backend.tool, backend.arguments, settings.callers, settings.throughput_seconds,
-                                 settings.throughput_warmup) for name, u in urls.items()}
-    t, f = (figures[k]["calls_per_s"] for k in urls)
-    for name, fig in figures.items():
-        extra = f" ({fig['errors']} errors)" if fig["errors"] else ""
-        report.row(section, name, f"{fig['calls_per_s']:.0f} calls/s{extra}",
-                   f"{ratio(t, f):.1f}× FastMCP proxy" if name.startswith("troupe") else "baseline")
-    return {"backend": "bench_backend (stdio)", "paths": figures, "ratios": {"troupe/fastmcp": ratio(t, f)}}
-
+from _bench_rpc import BenchError, StdioRpc, rss_kib, time_calls
 
 # ---------------------------------------------------------------- 3. cold start
 

@@ -3,11 +3,14 @@
 
 Sections (all in one run, every ratio against a baseline measured in the same run):
   1  tools/call latency at concurrency 1 (p50, p99): direct to the backend; troupe stdio→stdio;
-     troupe HTTP→stdio; FastMCP's create_proxy over stdio and HTTP. Backends: tests/servers/bench_backend
-     (single-threaded Python) and server-everything (Node).
+     troupe HTTP→stdio, legacy (a session) and modern (2026-07-28: stateless, `_meta` envelope, routing
+     headers); FastMCP's create_proxy over stdio and HTTP. Backends: tests/servers/bench_backend
+     (single-threaded Python) and server-everything (Node). Also each aggregator's CPU time per call.
   2  throughput of 32 concurrent callers over Streamable HTTP against server-everything's HTTP server:
-     direct vs troupe in front of it vs the FastMCP proxy in front of it; then both aggregators with
-     HTTP in front of bench_backend over stdio, a backend that is never the bottleneck (their own ceiling).
+     direct vs troupe in front of it (legacy and modern callers) vs the FastMCP proxy in front of it;
+     then both aggregators with HTTP in front of bench_backend over stdio, a backend that is never the
+     bottleneck (their own ceiling). troupe's CPU time per call in each era.
+     Modern vs legacy (issue 15): p50 added and CPU per call <= 1.0×, calls/s >= 1.0×, no noise margin.
   3  cold start: launch until every tool of N stdio backends is callable (N = 1, 10, 50), troupe and
      the FastMCP proxy, plus the floor of launching N backends in parallel with no aggregator.
   4  filter_tools and list_tools latency through troupe (meta mode) over a 10,000-tool catalogue.
@@ -19,10 +22,13 @@ Usage:
   python scripts/bench.py --sections 1,4 --out results.json
   python scripts/bench.py --sections 1 --profile bench-profile.txt
       after the sections, attaches `py-spy record` (pip-installed if missing) to a fresh troupe while
-      it serves one workload at a time: echo stdio→stdio (bench_backend, server-everything), then
-      filter_tools and list_tools over the big catalogue. Writes, per workload, the share of troupe's
-      busy time by module/library and the top functions by own and inclusive time; the collapsed
-      stacks stay in the log directory (open them in speedscope or flamegraph.pl).
+      it serves one workload at a time: echo stdio→stdio (bench_backend, server-everything), echo
+      HTTP→stdio in each era, then filter_tools and list_tools over the big catalogue.
+      Writes, per workload, the share of troupe's busy time by module/library and the top functions by
+      own and inclusive time; the collapsed stacks stay in the log directory (open them in speedscope
+      or flamegraph.pl).
+  python scripts/bench.py --sections "" --profile F --profile-only echo-http-legacy,echo-http-modern
+      the profile alone, of those workloads only.
 
 Prints a table (section, path, figure, ratio vs baseline, target, met) and writes every figure to
 the JSON file. Children run in their own process groups and are always killed; each child's stderr
@@ -46,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers
 import _bench_latency  # noqa: E402
 import _bench_profile  # noqa: E402
 import _bench_sections  # noqa: E402
+import _bench_throughput  # noqa: E402
 from _bench_report import Report  # noqa: E402
 from _bench_rpc import LOGS, BenchError, stop_all  # noqa: E402
 
@@ -81,7 +88,7 @@ QUICK = Settings(latency_rounds=2, latency_block=25, latency_warmup=10, profile_
 
 SECTIONS = {
     "1": ("latency", _bench_latency.run),
-    "2": ("throughput", _bench_sections.throughput),
+    "2": ("throughput", _bench_throughput.throughput),
     "3": ("cold_start", _bench_sections.cold_start),
     "4": ("meta_tools", _bench_sections.meta_tools),
     "5": ("memory", _bench_sections.memory),
@@ -107,12 +114,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")
     p.add_argument("--sections", default="1,2,3,4,5", help="comma-separated section numbers")
     p.add_argument("--profile", nargs="?", const="bench-profile.txt", default=None, metavar="FILE",
-                   help="profile troupe (py-spy) during a stdio latency run; summary to FILE")
+                   help="profile troupe (py-spy) during one workload at a time; summary to FILE")
+    p.add_argument("--profile-only", default="", metavar="SLUGS",
+                   help=f"with --profile, only these workloads (comma-separated: {', '.join(_bench_profile.SLUGS)})")
     args = p.parse_args(argv)
-    chosen = [s.strip() for s in args.sections.split(",") if s.strip()]
+    chosen = [s.strip() for s in args.sections.split(",") if s.strip()]  # "" runs none (a profile alone)
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         p.error(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
+    only = tuple(s.strip() for s in args.profile_only.split(",") if s.strip())
+    if [s for s in only if s not in _bench_profile.SLUGS]:
+        p.error(f"unknown profile workloads {only}; choose from {', '.join(_bench_profile.SLUGS)}")
     settings = QUICK if args.quick else Settings()
     report = Report()
     signal.signal(signal.SIGALRM, _alarm)
@@ -139,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             signal.alarm(int(settings.section_timeout))
             try:
-                report.sections["profile"] = _bench_profile.profile(settings, Path(args.profile), report)
+                report.sections["profile"] = _bench_profile.profile(settings, Path(args.profile), report, only)
             finally:
                 signal.alarm(0)
                 stop_all()

@@ -26,9 +26,26 @@ class HeaderMismatch(Exception):
     """A routing header disagrees with the body (or is missing): answered HEADER_MISMATCH (-32020), HTTP 400."""
 
 
+# WSGI keys of the header names asked for: every modern request looks up five or six, and building
+# each key anew was measurable per call. Names come from this code and from listed schemas' tokens;
+# past the bound a key is built each time instead of kept.
+_WSGI_KEYS: dict[str, str] = {}
+_WSGI_KEYS_MAX = 4096
+# x-mcp-header annotations per input schema: walking a tool's schema twice on every call was the
+# costliest part of the header check. Catalogue snapshots are immutable, so a schema object's
+# annotations never change; each entry holds its schema, so its id cannot be reused while cached.
+_ANNOTATIONS: dict[int, tuple[Any, tuple | None]] = {}
+_ANNOTATIONS_MAX = 16384  # beyond it the cache starts over (a catalogue that large still works)
+
+
 def header(environ: Mapping, name: str) -> str | None:
     """A request header by its HTTP name, as WSGI spells it (HTTP_MCP_PROTOCOL_VERSION…)."""
-    return environ.get("HTTP_" + name.upper().replace("-", "_"))
+    key = _WSGI_KEYS.get(name)
+    if key is None:
+        key = "HTTP_" + name.upper().replace("-", "_")
+        if len(_WSGI_KEYS) < _WSGI_KEYS_MAX:
+            _WSGI_KEYS[name] = key
+    return environ.get(key)
 
 
 def decode_value(value: str | None) -> str | None:
@@ -79,9 +96,10 @@ def check_params(environ: Mapping, input_schema: Any, arguments: Mapping) -> Non
     """Each property the tool marks with `x-mcp-header` and its Mcp-Param-<token> header must be
     present together and equal, or absent together (a null argument counts as absent). A schema
     with an invalid annotation checks nothing: conforming clients drop such a tool."""
-    if invalid_annotation(input_schema) is not None:
+    found = _annotations(input_schema)
+    if not found:
         return
-    for path, token, schema in annotated(input_schema):
+    for path, token, schema in found:
         name = PARAM_PREFIX + token
         raw = header(environ, name)
         value = _value_at(arguments, path)
@@ -98,6 +116,20 @@ def check_params(environ: Mapping, input_schema: Any, arguments: Mapping) -> Non
             raise HeaderMismatch(f"{name} header carries a malformed base64 value")
         if not _matches(schema.get("type"), value, rendered, decoded):
             raise HeaderMismatch(f"{name} header does not match argument {argument!r}")
+
+
+def _annotations(input_schema: Any) -> tuple | None:
+    """The schema's (path, token, property schema) annotations, found once per schema object; None
+    when they are invalid (the tool checks nothing)."""
+    key = id(input_schema)
+    hit = _ANNOTATIONS.get(key)
+    if hit is not None and hit[0] is input_schema:
+        return hit[1]
+    found = None if invalid_annotation(input_schema) is not None else tuple(annotated(input_schema))
+    if len(_ANNOTATIONS) >= _ANNOTATIONS_MAX:
+        _ANNOTATIONS.clear()
+    _ANNOTATIONS[key] = (input_schema, found)
+    return found
 
 
 def _value_at(arguments: Any, path: tuple[str, ...]) -> Any:

@@ -85,10 +85,12 @@ class _Call:
 
     __slots__ = ("client_id", "our_id", "replies", "listen", "session", "answered")
 
-    def __init__(self, client_id, our_id: str, listen: bool):
+    def __init__(self, client_id, our_id: str, listen: bool, session):
         self.client_id, self.our_id, self.listen = client_id, our_id, listen
-        self.replies: gevent.queue.Queue = gevent.queue.Queue()
-        self.session: Any = None
+        # SimpleQueue: unbounded like Queue, without the task accounting nobody here uses; it costs
+        # half as much to make, once per request.
+        self.replies: gevent.queue.SimpleQueue = gevent.queue.SimpleQueue()
+        self.session: Any = session
         self.answered = False
 
 
@@ -224,12 +226,13 @@ class ModernFront:
                 return item
 
     def _outward(self, call: _Call, message: dict) -> dict:
-        """The message as its client must see it: troupe's id for the request renamed back."""
+        """The message as its client must see it: troupe's id for the request renamed back (and, on
+        a listen, the subscription id its messages carry: only a listen's can bear troupe's id)."""
         if "method" not in message:
             message = {**message, "id": call.client_id}
-            if isinstance(message.get("result"), dict):
+            if call.listen and isinstance(message.get("result"), dict):
                 message["result"] = self._rename_subscription(call, message["result"])
-        elif isinstance(message.get("params"), dict):
+        elif call.listen and isinstance(message.get("params"), dict):
             message = {**message, "params": self._rename_subscription(call, message["params"])}
         return message
 
@@ -259,12 +262,20 @@ class ModernFront:
     # ---------------------------------------------------------------- the table and the Session
 
     def _open(self, client_id, listen: bool) -> _Call | None:
+        """A new call in the table, bound to the live Session (started if there is none): one lock
+        taken per request for both, not one each."""
         with self._lock:
             if self._closed:
                 return None
-            call = _Call(client_id, f"h{next(self._ids)}", listen)
+            call = _Call(client_id, f"h{next(self._ids)}", listen, self._live_session())
             self._calls[call.our_id] = call
             return call
+
+    def _live_session(self):
+        """The modern Session, started if there is none (the caller holds the lock)."""
+        if self._session is None:
+            self._session = Session.start(self.rt, notify=None, key=f"http-modern-{next(self._generations)}")
+        return self._session
 
     def _forget(self, call: _Call) -> None:
         with self._lock:
@@ -284,21 +295,22 @@ class ModernFront:
                 pass  # its Session is gone, and its calls with it
 
     def _send(self, call: _Call, message: dict, who: str = "http") -> bool:
-        """Hand the request to the modern Session; a dead one is replaced once (its open calls
-        answered with an error, since no answer will come from it)."""
-        for _ in range(2):
-            with self._lock:
-                if self._closed:
-                    return False
-                if self._session is None:
-                    self._session = Session.start(self.rt, notify=None, key=f"http-modern-{next(self._generations)}")
-                ref = self._session
-            call.session = ref
+        """Hand the request to the Session _open bound it to; a dead one is replaced once (its open
+        calls answered with an error, since no answer will come from it; this one is sent again)."""
+        for attempt in range(2):
+            ref = call.session
             try:
                 ref.tell(ClientMessage(message, call.replies.put, who))
                 return True
             except pykka.ActorDeadError:
+                call.session = None  # not among the orphans: it never reached that Session
                 self._session_died(ref)
+            if attempt:
+                break
+            with self._lock:
+                if self._closed:
+                    return False
+                call.session = self._live_session()
         return False
 
     def _session_died(self, ref) -> None:

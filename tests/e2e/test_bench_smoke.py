@@ -1,4 +1,5 @@
-"""scripts/bench.py --quick keeps working: every section yields numeric, positive figures (never judged as timings)."""
+"""scripts/bench.py --quick keeps working: every section yields numeric, positive figures (never judged as timings),
+the modern (2026-07-28) HTTP path among them."""
 from __future__ import annotations
 
 import os
@@ -19,6 +20,18 @@ SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory")
 def _positive(value, where: str) -> None:
     assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{where}: not a number: {value!r}"
     assert value > 0, f"{where}: not positive: {value!r}"
+
+
+def _modern_measured(paths: dict, era: dict, where: str, names: tuple, ratios: tuple) -> None:
+    """The modern HTTP path was measured beside the legacy one: troupe's CPU per call for both, and
+    every modern/legacy ratio with its target and verdict (never judged: a quick run is all noise)."""
+    for name in names:
+        assert name in paths, f"{where}: no path {name!r} in {sorted(paths)}"
+        _positive(paths[name]["cpu_ms_per_call"], f"{where} {name} CPU per call")
+    for key in ratios:
+        _positive(era["ratios"][key], f"{where} modern/legacy {key}")
+        assert isinstance(era["met"][key], bool), f"{where} modern/legacy {key}: {era['met']}"
+    assert era["target"] == 1.0, era
 
 
 def _bench_children(logs_dir: str) -> list[str]:
@@ -58,6 +71,8 @@ def test_quick_bench_writes_every_section(tmp_path):
                 _positive(fig[key], f"latency {backend} {path} {key}")
         for key, value in result["ratios"].items():
             _positive(value, f"latency {backend} ratio {key}")
+        _modern_measured(result["paths"], result["modern_vs_legacy_http"], f"latency {backend}",
+                         ("troupe HTTP→stdio", "troupe HTTP→stdio (modern)"), ("added_p50", "cpu_per_call"))
 
     throughput = sections["throughput"]
     for group in (throughput["paths"], throughput["stdio_backend"]["paths"]):
@@ -65,6 +80,11 @@ def test_quick_bench_writes_every_section(tmp_path):
             _positive(fig["calls_per_s"], f"throughput {path}")
     for key, value in throughput["ratios"].items():
         _positive(value, f"throughput ratio {key}")
+    _modern_measured(throughput["paths"], throughput["modern_vs_legacy"], "throughput [server-everything]",
+                     ("troupe HTTP→HTTP", "troupe HTTP→HTTP (modern)"), ("calls_per_s", "cpu_per_call"))
+    ceiling = throughput["stdio_backend"]
+    _modern_measured(ceiling["paths"], ceiling["modern_vs_legacy"], "throughput [bench_backend]",
+                     ("troupe HTTP→stdio", "troupe HTTP→stdio (modern)"), ("calls_per_s", "cpu_per_call"))
 
     cold = sections["cold_start"]
     assert cold["troupe"], cold

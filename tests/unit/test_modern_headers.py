@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from actors.serve import modern_headers
 from actors.serve.modern_headers import HeaderMismatch, check, check_params, decode_value, invalid_annotation
 from actors.serve.modern_http import routes_modern
 
@@ -86,6 +87,21 @@ def test_a_tool_with_an_invalid_annotation_checks_nothing():
         assert invalid_annotation(schema) is not None
         check_params(_environ(**{"Mcp-Param-A": "whatever"}), schema, {"a": "x"})
     assert invalid_annotation(SCHEMA) is None
+
+
+def test_a_schema_is_walked_once_and_each_schema_object_for_itself(monkeypatch):
+    walks = []
+    real = modern_headers.annotated
+    monkeypatch.setattr(modern_headers, "annotated", lambda schema: walks.append(schema) or real(schema))
+    schema = {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "Once"}}}
+    for _ in range(3):
+        check_params(_environ(**{"Mcp-Param-Once": "x"}), schema, {"a": "x"})
+    assert walks == [schema]
+    for i in range(20):  # fresh schemas, each freed after use: none may inherit another's annotations
+        fresh = {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": f"A{i}"}}}
+        check_params(_environ(**{f"Mcp-Param-A{i}": "x"}), fresh, {"a": "x"})
+        with pytest.raises(HeaderMismatch, match=f"Mcp-Param-A{i}"):
+            check_params(_environ(), fresh, {"a": "x"})
 
 
 def test_tools_call_checks_params_only_with_a_schema():
