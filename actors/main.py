@@ -27,6 +27,7 @@ def _serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=config_mod.MODES, help="meta: meta-tools only; flat: every tool")
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (0 = any free port)")
+    p.add_argument("--redis", help="join a cluster of troupe instances sharing this Redis (redis://HOST:PORT/DB)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     p.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
     p.add_argument("--discovery", action=argparse.BooleanOptionalAction, default=None,
@@ -39,12 +40,11 @@ def serve(argv: list[str]) -> int:
     args = _serve_parser().parse_args(argv)
     logs.setup(args.log_level, args.log_json)
     try:
-        config = config_mod.load(args.config)
+        config = config_mod.with_overrides(config_mod.load(args.config), transport=args.transport, mode=args.mode,
+                                           host=args.host, port=args.port, redis=args.redis)
     except config_mod.ConfigError as exc:
         print("troupe: config error:\n" + "\n".join(f"  {p}" for p in exc.problems), file=sys.stderr)
         return 2
-    config = config_mod.with_overrides(config, transport=args.transport, mode=args.mode, host=args.host,
-                                       port=args.port)
     from actors.serve.security import exposure_refusal
     refusal = exposure_refusal(config.serve)  # before anything starts: nothing to tear down
     if refusal is not None:

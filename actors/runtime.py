@@ -12,6 +12,7 @@ from loguru import logger
 
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
+from actors.cluster.member import ClusterMember
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from actors.messages import ApplyServers, ControlServer, GetStatus
 from actors.protocol import mcp, request_state
@@ -51,6 +52,8 @@ class Runtime:
             os.path.expanduser(home_dir) if home_dir else None)
         # Seals the requestState of input rounds (MRTR); its key sits beside the approvals file.
         self.sealer = request_state.load_sealer(config.serve.state_key, os.path.dirname(self.approvals_path))
+        # In a cluster, the link to Redis and the instance's heartbeat (started once the URL is known).
+        self.cluster = ClusterMember(config.cluster) if config.cluster is not None else None
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
@@ -115,6 +118,8 @@ class Runtime:
             return
         self._stopped = True
         deadline = time.monotonic() + STOP_DEADLINE
+        if self.cluster is not None:  # first: the others stop routing here and may take its servers
+            self.cluster.stop()
         for ref in (self.discovery, self.supervisor, self.registry, self.keeper,
                     self.bus.ref if self.bus else None):
             if ref is None:
@@ -211,6 +216,10 @@ class Runtime:
                 report["discovery"] = self._ask(self.discovery, GetDiscoveryStatus, timeout=3.0)
             except Exception as exc:
                 report["discovery"] = {"error": str(exc)}
+        if self.cluster is not None:
+            report["cluster"] = self.cluster.status()
+            instances = report["cluster"].get("instances")
+            report["instances"] = instances if isinstance(instances, list) else []
         return report
 
     def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:
@@ -239,6 +248,8 @@ class Runtime:
     def set_url(self, url: str) -> None:
         assert self.supervisor is not None  # the front learns its URL after start()
         self.supervisor.tell(SetUrl(url))
+        if self.cluster is not None:
+            self.cluster.start(url)
 
     def events(self, limit: int = 100) -> list:
         assert self.bus is not None  # asked by a front or the embedded handle, after start()

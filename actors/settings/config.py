@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, TypeVar, overload
 
 from actors.settings.files import ConfigError, Located, read
+from actors.cluster import settings as cluster_settings
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -112,9 +113,9 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust"}, "")
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster"}, "")
     else:
-        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust"}, "")
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster"}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -133,9 +134,10 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         check.fail("discovery", "must be a mapping")
         discovery = {}
     approvals_file = _trust(data.get("trust"), check, builtins, base)
+    cluster = cluster_settings.parse(data.get("cluster"), check.fail, lambda text: expand(text, builtins))
     if check.problems:
         raise ConfigError(check.problems)
-    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file)
+    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:
@@ -156,7 +158,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin"}, path)
+                              "pin", "placement"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -208,7 +210,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         max_queued=check.typed(item, "max_queued", path, int, 1000),
         max_message_bytes=check.typed(item, "max_message_bytes", path, int, 16 * 1024 * 1024),
         retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
-        pin=check.typed(item, "pin", path, bool, True))
+        pin=check.typed(item, "pin", path, bool, True),
+        placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail))
 
 
 def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:
@@ -313,10 +316,20 @@ def claude_entry_to_server(name: str, spec: Any) -> dict | None:
     return None
 
 
-def with_overrides(config: Config, **serve_overrides) -> Config:
-    """Apply CLI flags (None = keep) on top of the file's serve section."""
+def with_overrides(config: Config, redis: str | None = None, **serve_overrides) -> Config:
+    """Apply CLI flags (None = keep) on top of the file's serve section; `redis` joins a cluster
+    (or points the file's cluster at another Redis)."""
     changes = {k: v for k, v in serve_overrides.items() if v is not None}
-    return replace(config, serve=replace(config.serve, **changes)) if changes else config
+    if changes:
+        config = replace(config, serve=replace(config.serve, **changes))
+    if redis is not None:
+        try:
+            config = replace(config, cluster=cluster_settings.with_redis(config.cluster, redis, config.serve.transport))
+        except ValueError as exc:
+            raise ConfigError(list(exc.args)) from None
+    elif config.cluster is not None and config.serve.transport != "http":
+        raise ConfigError(["cluster: instances reach each other over HTTP: set serve.transport: http"])
+    return config
 
 
 def _serve(data: Any, check: _Checker) -> ServeConfig:

@@ -85,6 +85,7 @@ class ServerConfig:
     preapproved: bool | None = None  # the client's own approval (True) or denial (False), if any
     pin: bool = True  # pin tool and prompt definitions; false trusts whatever the server lists
     needs_input: tuple[str, ...] = ()  # variables its client file left unresolved: never started with them
+    placement: str | None = None  # in a cluster: single | replicated; None = by transport (stdio: single)
 
     @property
     def effective_prefix(self) -> str:
@@ -139,6 +140,7 @@ class Config:
     discovery: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     path: str | None = None
     approvals_file: str | None = None  # trust.approvals_file; None = <config dir>/approvals.json
+    cluster: Any = None  # a cluster.settings.ClusterConfig when several instances share Redis; None: alone
 
     def server(self, name: str) -> ServerConfig | None:
         return next((s for s in self.servers if s.name == name), None)
