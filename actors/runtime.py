@@ -21,7 +21,8 @@ from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
 from actors.supervision.directory import DirectoryBox
 from actors.messages import SetUrl
-from actors.supervision.supervisor import BACKOFF, FAILED, PENDING_APPROVAL, Supervisor
+from actors.supervision.states import ServerState
+from actors.supervision.supervisor import Supervisor
 from actors.trust import ledger
 from actors.trust.keeper import TrustBox, TrustKeeper
 from actors.trust.messages import Decide, WatchTrust
@@ -71,7 +72,8 @@ class Runtime:
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=self.servers,
                                            settled=self.settled, client_capabilities=self.client_caps,
-                                           route_server_request=route_server_request, trust_box=self.trust)
+                                           route_server_request=route_server_request, trust_box=self.trust,
+                                           clustered=self.cluster is not None)
         for ref in (self.registry, self.supervisor):
             self.keeper.tell(WatchTrust(ref))
         if self._discovery_enabled():
@@ -148,9 +150,9 @@ class Runtime:
         if view.callable:
             return view.ref, ""
         detail = f": {view.reason}" if view.reason else ""
-        if view.state == BACKOFF:
+        if view.state == ServerState.BACKOFF:
             return None, f"server {server} is restarting (backoff){detail}"
-        if view.state == FAILED:
+        if view.state == ServerState.FAILED:
             return None, f"server {server} has failed{detail}"
         return None, f"server {server} is {view.state}{detail}"
 
@@ -249,7 +251,7 @@ class Runtime:
         assert self.supervisor is not None  # the front learns its URL after start()
         self.supervisor.tell(SetUrl(url))
         if self.cluster is not None:
-            self.cluster.start(url)
+            self.cluster.start(url, self.supervisor, self.config.serve.auth_token)
 
     def events(self, limit: int = 100) -> list:
         assert self.bus is not None  # asked by a front or the embedded handle, after start()
@@ -316,7 +318,7 @@ def waiting(servers, snapshot) -> list[dict]:
     """Rows for `troupe approvals` and the dashboard, from a status report's servers and a trust snapshot."""
     from actors.trust.report import server_row, withheld_rows
     rows = [server_row(s["name"], s.get("provenance"), s.get("origin_file"), s.get("shown_launch"))
-            for s in servers if s.get("state") == PENDING_APPROVAL]
+            for s in servers if s.get("state") == ServerState.PENDING_APPROVAL]
     by_name = {s["name"]: s for s in servers}
     for held in snapshot.withheld.values():
         mine = by_name.get(held.get("name"))

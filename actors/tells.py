@@ -11,3 +11,9 @@ def tell(ref, message) -> bool:
         return True
     except pykka.ActorDeadError:
         return False
+
+
+def fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:
+    """Answer an ask with an error: pykka futures take exc_info, and a bare exception would kill
+    the actor that sets it."""
+    reply.set_exception((type(exc), exc, None))

@@ -11,6 +11,7 @@ from actors.protocol import jsonrpc, mcp
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
 from actors.serve.modern_http import ModernFront, routes_modern
+from actors.serve.relay import Relay, is_relay
 from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
@@ -37,6 +38,7 @@ class McpHttp:
         serve = runtime.config.serve
         self.sessions = SessionTable(runtime, serve.session_idle, serve.max_sessions)
         self.modern = ModernFront(runtime)
+        self.relay = Relay(runtime)
 
     def close(self) -> list:
         """Close every session and end every modern request; returns their Session actor refs."""
@@ -60,6 +62,8 @@ class McpHttp:
         body, problem = _read_body(environ)
         if problem:
             return problem
+        if is_relay(environ):  # another instance of the cluster, calling a server this one runs
+            return self.relay.post(environ, body)
         try:
             msg = jsonrpc.decode(body)
         except ValueError as exc:

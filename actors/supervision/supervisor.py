@@ -10,48 +10,28 @@ import pykka
 from loguru import logger
 
 from actors.events.bus import BusClient
-from actors.events.kinds import (
-    ApprovalAwaited,
-    CircuitOpened,
-    ServerConnected,
-    ServerDisconnected,
-    ServerRestarted,
-    ServerStateChanged,
-    StartupSettled,
-)
-from actors.messages import (
-    ApplyServers,
-    ConnectionCounts,
-    ConnectionDegraded,
-    ConnectionFailed,
-    ConnectionReady,
-    ConnectionRetired,
-    ControlServer,
-    DescribeLaunch,
-    DropServer,
-    EraLearned,
-    GetStatus,
-    RestartDue,
-    SetLogLevel,
-    SetSessionLogLevel,
-    SetUrl,
-    StatusReport,
-)
+from actors.cluster.leases import LeaseChanged, WantLeases
+from actors.events.kinds import (ApprovalAwaited, CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted,
+                                 ServerStateChanged, StartupSettled)
+from actors.messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
+                             ConnectionRetired, ControlServer, DescribeLaunch, DropServer, EraLearned, GetStatus,
+                             JoinedCluster, RestartDue, SetLogLevel, SetSessionLogLevel, SetUrl, StatusReport)
 from actors.protocol import mcp
+from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
 from actors.supervision.directory import Directory, DirectoryBox
+from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
 from actors.supervision.states import CALLABLE_STATES, GATED_STATES, ServerState
+from actors.tells import fail as _fail
 from actors.tells import tell as _tell
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
 from actors.trust.messages import TrustChanged
 from actors.upstream.connection import Connection, make_transport
 
-# The runtime still imports these three names from here (ServerState is the one list).
-BACKOFF, FAILED, PENDING_APPROVAL = ServerState.BACKOFF, ServerState.FAILED, ServerState.PENDING_APPROVAL
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
 
 
@@ -60,8 +40,10 @@ class Supervisor(pykka.ThreadingActor):
 
     Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus
     (reply: StatusReport), ControlServer (reply: the server's status dict), ApplyServers
-    (reply: added/removed/changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts)
-    and SetSessionLogLevel. Starts, restarts (with backoff) and stops connections, opens the
+    (reply: added/removed/changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts),
+    SetSessionLogLevel, and in a cluster JoinedCluster and LeaseChanged (a `single` server runs
+    here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
+    Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
     circuit on a crash loop, and after every change publishes an immutable Directory into
     its box: sessions, metrics, the dashboard, reload and embedding read that, never Child.
     Sends SetLogLevel to connections, DropServer to the Registry, and ServerStateChanged,
@@ -72,7 +54,7 @@ class Supervisor(pykka.ThreadingActor):
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
                  directory: DirectoryBox | None = None, settled: gevent.event.Event | None = None,
-                 route_server_request=None, trust_box: TrustBox | None = None) -> None:
+                 route_server_request=None, trust_box: TrustBox | None = None, clustered: bool = False) -> None:
         super().__init__()
         # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
         self.trust = trust_box or TrustBox()
@@ -88,6 +70,9 @@ class Supervisor(pykka.ThreadingActor):
         self._initial = tuple(servers)
         self._log_levels: dict = {}  # session → the level it asked for
         self.log_level: str | None = None  # upstreams log at the most verbose level any session asked for
+        self.placement = Placement(clustered)
+        self._keeper: pykka.ActorRef | None = None  # the lease keeper, once the cluster is joined
+        self._relays: set[str] = set()  # servers whose live Connection relays to their owner
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -131,7 +116,8 @@ class Supervisor(pykka.ThreadingActor):
                 child = self.children.get(name)
                 if child is not None:
                     child.retire(gen, stats)
-            case EraLearned(server=name, generation=gen, era=era) if self._current(name, gen):
+            case EraLearned(server=name, generation=gen, era=era) if self._current(name, gen) \
+                    and name not in self._relays:  # a relay's era is the owner's front, not the server's
                 self.children[name].era = (trust.identity_key(self.children[name].config), era)
             case ConnectionReady():
                 self._on_ready(message)
@@ -158,6 +144,14 @@ class Supervisor(pykka.ThreadingActor):
                 self._apply(message)
             case SetUrl(url=url):
                 self.url = url
+            case JoinedCluster(keeper=keeper, token=token, auth_token=auth_token):
+                self._keeper, self.placement.token, self.placement.auth_token = keeper, token, auth_token
+                self._want_leases()
+            case LeaseChanged(server=name) if self.placement.update(message) and name in self.children:
+                child = self.children[name]
+                if child.state not in GATED_STATES and child.config.enabled and child.config.auto_start:
+                    self._stop_child(child, "moved to " + (message.owner or "no instance yet"))
+                    self._spawn(child)
             case TrustChanged():
                 self._trust_changed()
             case DescribeLaunch(server=name, reply=reply):
@@ -226,16 +220,28 @@ class Supervisor(pykka.ThreadingActor):
                 self._gate(child)
         self._check_settled()
 
+    def _want_leases(self) -> None:
+        if self._keeper is not None:
+            single = tuple(name for name, c in self.children.items() if self.placement.single(c.config))
+            _tell(self._keeper, WantLeases(single))
+
     def _spawn(self, child: Child) -> None:
         if not self._gate(child):
             return
+        config = self.placement.launch_config(child.config)
+        if config is None:  # a `single` server whose owner is not known yet: the lease keeper will say
+            self._set_state(child, ServerState.STARTING, "waiting for its lease in the cluster")
+            return
+        relay = config is not child.config
+        (self._relays.add if relay else self._relays.discard)(child.config.name)
         child.generation += 1
-        self._set_state(child, ServerState.STARTING, "connecting")
-        child.ref = Connection.start(child.config, child.generation, self.actor_ref, self.registry,
+        self._set_state(child, ServerState.STARTING, f"relaying to {self.placement.owner(child.config.name)}"
+                        if relay else "connecting")
+        child.ref = Connection.start(config, child.generation, self.actor_ref, self.registry,
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
                                      route_server_request=self.route_server_request, log_level=self.log_level,
-                                     hung_after=child.policy.hung_after, era=child.known_era())
+                                     hung_after=child.policy.hung_after, era=MODERN if relay else child.known_era())
 
     def _session_log_level(self, session, level: str | None) -> None:
         """Upstreams log at the most verbose level any session asked for; each session filters."""
@@ -383,6 +389,7 @@ class Supervisor(pykka.ThreadingActor):
                 self._add(config)
                 added.append(name)
         self._check_settled()
+        self._want_leases()
         if msg.reply is not None:
             msg.reply.set({"added": added, "removed": removed, "changed": changed})
 
@@ -390,8 +397,3 @@ class Supervisor(pykka.ThreadingActor):
 
     def status(self) -> StatusReport:
         return status_report(self.children.values(), started_at=self.started_at, url=self.url, mode=self.mode)
-
-
-def _fail(reply: pykka.ThreadingFuture, exc: Exception) -> None:
-    """pykka futures take exc_info, not an exception: a bare one would kill this actor."""
-    reply.set_exception((type(exc), exc, None))

@@ -1,0 +1,63 @@
+"""Placement: where each server of a cluster runs, as the Supervisor knows it from the lease keeper.
+
+A `single` server (by default every stdio server) runs on the instance holding its lease; on every
+other instance its Connection is a relay to the owner: modern MCP over HTTP to the owner's /mcp,
+naming the server in a header, with the cluster's token. The relay keeps the server's identity,
+so approvals and tool pins apply to it as to the server itself. A `replicated` server (by default
+every HTTP upstream) runs everywhere. A troupe alone (no cluster) places everything here.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from actors.cluster.leases import LeaseChanged
+from actors.cluster.settings import default_placement
+from actors.settings.model import HttpSpec, ServerConfig
+from actors.trust import provenance as trust
+
+RELAY_HEADER = "X-Troupe-Relay"  # names the server a call between instances is for
+TOKEN_HEADER = "X-Troupe-Cluster-Token"  # the cluster's shared secret (not the clients' bearer token)
+
+
+class Placement:
+    """The Supervisor's book of leases (it alone reads and writes it): each `single` server's
+    last LeaseChanged, and the launch config that follows from it."""
+
+    def __init__(self, clustered: bool) -> None:
+        self.clustered = clustered
+        self.token: str | None = None  # the cluster secret relays present; set once the cluster is joined
+        self.auth_token: str | None = None  # the clients' bearer token, which a relay must also carry
+        self.leases: dict[str, LeaseChanged] = {}
+
+    def single(self, config: ServerConfig) -> bool:
+        return self.clustered and (config.placement or default_placement(config.transport)) == "single"
+
+    def update(self, change: LeaseChanged) -> bool:
+        """Record a lease change; True if where the server runs changed."""
+        before = self.leases.get(change.server)
+        self.leases[change.server] = change
+        return before is None or (before.owner, before.url, before.mine) != (change.owner, change.url, change.mine)
+
+    def owner(self, name: str) -> str | None:
+        lease = self.leases.get(name)
+        return lease.owner if lease is not None else None
+
+    def launch_config(self, config: ServerConfig) -> ServerConfig | None:
+        """What to start for `config` here: itself, a relay to its owner, or None while its owner
+        is not known (or the cluster secret is not yet)."""
+        if not self.single(config):
+            return config
+        lease = self.leases.get(config.name)
+        if lease is None or lease.owner is None:
+            return None
+        if lease.mine:
+            return config
+        if lease.url is None or self.token is None:
+            return None
+        headers = {RELAY_HEADER: config.name, TOKEN_HEADER: self.token}
+        if self.auth_token:
+            headers["Authorization"] = f"Bearer {self.auth_token}"
+        return replace(config, transport="streamable-http", stdio=None,
+                       http=HttpSpec(url=lease.url.rstrip("/") + "/mcp", headers=MappingProxyType(headers)),
+                       identity=trust.identity_key(config), placement="single")

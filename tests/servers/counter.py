@@ -1,0 +1,36 @@
+"""A stateful stdio server: `next` returns a counter this process alone keeps, `pid` its pid and
+`sleep` answers late; run once in a cluster (placement single), every instance's calls must see
+one counter. Arguments are ignored (a test passes a tag to find its processes)."""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+from tests.servers._mini import MiniServer
+
+EMPTY = {"type": "object", "properties": {}}
+
+
+def main() -> None:
+    server = MiniServer("counter")
+    counter = itertools.count(1)
+
+    @server.tool("next", EMPTY, "The next number of this process's counter.")
+    def next_number(args):
+        return str(next(counter))
+
+    @server.tool("sleep", {"type": "object", "properties": {"seconds": {"type": "number"}}}, "Answer late.")
+    def sleep(args):
+        time.sleep(float(args.get("seconds") or 0))
+        return "slept"
+
+    @server.tool("pid", EMPTY, "This process's pid.")
+    def pid(args):
+        return str(os.getpid())
+
+    server.run()
+
+
+if __name__ == "__main__":
+    main()
