@@ -49,6 +49,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers beside this file
 
+import _bench_cluster  # noqa: E402
 import _bench_latency  # noqa: E402
 import _bench_profile  # noqa: E402
 import _bench_sections  # noqa: E402
@@ -92,6 +93,7 @@ SECTIONS = {
     "3": ("cold_start", _bench_sections.cold_start),
     "4": ("meta_tools", _bench_sections.meta_tools),
     "5": ("memory", _bench_sections.memory),
+    "6": ("cluster", _bench_cluster.cluster),
 }
 
 
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny counts, seconds per section")
     p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")
-    p.add_argument("--sections", default="1,2,3,4,5", help="comma-separated section numbers")
+    p.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated section numbers")
     p.add_argument("--profile", nargs="?", const="bench-profile.txt", default=None, metavar="FILE",
                    help="profile troupe (py-spy) during one workload at a time; summary to FILE")
     p.add_argument("--profile-only", default="", metavar="SLUGS",

@@ -25,6 +25,7 @@ from actors.tells import tell
 
 RELAY_LIST_TTL_MS = 5_000  # lists read through a relay are re-read this often (no listen stream across)
 DEADLINE_MARGIN_S = 5.0
+QUICK_S = 0.05
 _origins = itertools.count(1)
 
 Response = tuple[str, list, bytes]
@@ -93,9 +94,10 @@ class Relay:
                                  client_capabilities=caps)):
             return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                   f"{server} went away"))
-        watcher = watch_hangup(environ, lambda: answer.set(_HUNG_UP))
         deadline = self.rt.server_timeout(server) + DEADLINE_MARGIN_S
         started = time.monotonic()
+        # Most answers come at once: only a call still waiting after QUICK_S watches for a hang-up.
+        watcher = None if answer.wait(QUICK_S) else watch_hangup(environ, lambda: answer.set(_HUNG_UP))
         try:
             outcome = answer.get(timeout=deadline)
         except gevent.Timeout:

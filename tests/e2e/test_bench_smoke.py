@@ -14,7 +14,7 @@ from tests.support import ROOT, peer_bin
 
 pytestmark = pytest.mark.slow  # runs scripts/bench.py end to end (~80 s)
 
-SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory")
+SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory", "cluster")
 
 
 def _positive(value, where: str) -> None:
@@ -85,6 +85,14 @@ def test_quick_bench_writes_every_section(tmp_path):
     ceiling = throughput["stdio_backend"]
     _modern_measured(ceiling["paths"], ceiling["modern_vs_legacy"], "throughput [bench_backend]",
                      ("troupe HTTP→stdio", "troupe HTTP→stdio (modern)"), ("calls_per_s", "cpu_per_call"))
+
+    cluster = sections["cluster"]  # the hop to a server's owner, and three instances against one
+    for key in ("local", "relayed"):
+        _positive(cluster["hop"][key]["p50_ms"], f"cluster hop {key}")
+    _positive(cluster["hop"]["ratio_p50"], "cluster hop ratio")
+    for path, fig in cluster["scale"]["paths"].items():
+        _positive(fig["calls_per_s"], f"cluster {path}")
+    _positive(cluster["scale"]["ratio_3_vs_1"], "cluster 3 vs 1")
 
     cold = sections["cold_start"]
     assert cold["troupe"], cold
