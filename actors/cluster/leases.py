@@ -130,21 +130,25 @@ class LeaseKeeper(pykka.ThreadingActor):
 
     def _tick(self) -> None:
         now = time.monotonic()
+        down = False
         for server in self.wanted:
-            try:
-                if server in self.held:
-                    self._renew(server, now)
-                else:
-                    self._take_or_follow(server)
-            except LinkDown:
-                # Redis is down: a lease we hold is given up once its last renewal is a lease old
-                # (another instance may hold it by then); the others keep what they know.
-                held = self.held.get(server)
-                if held is not None and now - held[1] >= self.cluster.lease:
-                    logger.warning("cluster: lease of {} not renewed for {:g}s (Redis down): giving it up",
-                                   server, self.cluster.lease)
-                    del self.held[server]
-                    self._tell_supervisor(server, None, None, False)
+            if not down:
+                try:
+                    if server in self.held:
+                        self._renew(server, now)
+                    else:
+                        self._take_or_follow(server)
+                    continue
+                except LinkDown:
+                    down = True  # no more Redis calls this round: each would wait out its timeout
+            # Redis is down: a lease we hold is given up once its last renewal is a lease old
+            # (another instance may hold it by then); the others keep what they know.
+            held = self.held.get(server)
+            if held is not None and now - held[1] >= self.cluster.lease:
+                logger.warning("cluster: lease of {} not renewed for {:g}s (Redis down): giving it up",
+                               server, self.cluster.lease)
+                del self.held[server]
+                self._tell_supervisor(server, None, None, False)
         self._publish_owned()
 
     def _renew(self, server: str, now: float) -> None:

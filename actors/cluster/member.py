@@ -80,7 +80,10 @@ class ClusterMember:
         if self.link is None:
             return {**out, "up": False, "reason": "not started (troupe has no HTTP address yet)", "instances": []}
         out.update(self.link.status())
-        out["instances"] = instances_status(self.instances) if self.instances is not None else []
+        if not self.link.up:  # the heartbeat probes Redis; /status does not wait out a timeout too
+            out["instances"] = {"error": f"Redis is down: {self.link.reason}"}
+        else:
+            out["instances"] = instances_status(self.instances) if self.instances is not None else []
         return out
 
     def stop(self) -> None:

@@ -30,7 +30,9 @@ class Placement:
         self.auth_token: str | None = None  # the clients' bearer token, which a relay must also carry
         self.leases: dict[str, LeaseChanged] = {}
 
-    def single(self, config: ServerConfig) -> bool:
+    def single(self, config_or_child) -> bool:
+        """True for a `single` server in a cluster (given its config, or its Child)."""
+        config = getattr(config_or_child, "config", config_or_child)
         return self.clustered and (config.placement or default_placement(config.transport)) == "single"
 
     def update(self, change: LeaseChanged) -> bool:

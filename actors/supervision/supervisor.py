@@ -151,6 +151,7 @@ class Supervisor(pykka.ThreadingActor):
                 child = self.children[name]
                 if child.state not in GATED_STATES and child.config.enabled and child.config.auto_start:
                     self._stop_child(child, "moved to " + (message.owner or "no instance yet"))
+                    child.failures.clear()  # a relay to a dead owner failing says nothing of the new place
                     self._spawn(child)
             case TrustChanged():
                 self._trust_changed()
@@ -222,8 +223,7 @@ class Supervisor(pykka.ThreadingActor):
 
     def _want_leases(self) -> None:
         if self._keeper is not None:
-            single = tuple(name for name, c in self.children.items() if self.placement.single(c.config))
-            _tell(self._keeper, WantLeases(single))
+            _tell(self._keeper, WantLeases(tuple(n for n, c in self.children.items() if self.placement.single(c))))
 
     def _spawn(self, child: Child) -> None:
         if not self._gate(child):
