@@ -224,3 +224,13 @@ def test_a_call_whose_session_died_is_answered_and_the_next_gets_a_new_session(f
     again = _call(url, 5, "echo__echo", {"text": "back"})
     assert again.json()["result"]["content"][0]["text"] == "back"
     assert app.mcp.modern._session is not first
+
+
+def test_a_call_sent_to_a_session_that_died_unnoticed_is_served_by_a_new_one(front):
+    rt, app, url = front
+    assert _call(url, 1, "echo__echo", {"text": "first"}).json()["result"]["content"][0]["text"] == "first"
+    first = app.mcp.modern._session
+    first.stop()  # dies between requests: the front learns it only when the next tell fails
+    again = _call(url, 2, "echo__echo", {"text": "again"})
+    assert again.json()["id"] == 2 and again.json()["result"]["content"][0]["text"] == "again"
+    assert app.mcp.modern._session is not first
