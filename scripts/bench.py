@@ -62,8 +62,11 @@ from _bench_rpc import LOGS, BenchError, stop_all  # noqa: E402
 class Settings:
     """Counts and durations; --quick shrinks every one so a section takes seconds."""
 
-    latency_rounds: int = 5
-    latency_block: int = 400
+    # 2,000 calls per path, in short blocks rotating over the paths: on a shared machine the load
+    # drifts within seconds, and a ratio of two paths (modern/legacy HTTP) is only as fair as the
+    # rotation is quick (5 blocks of 400 let one path catch a busy spell the other missed).
+    latency_rounds: int = 40
+    latency_block: int = 50
     latency_warmup: int = 200
     profile_seconds: float = 10.0
     callers: int = 32
@@ -82,7 +85,7 @@ class Settings:
     section_timeout: float = 900.0
 
 
-QUICK = Settings(latency_rounds=2, latency_block=25, latency_warmup=10, profile_seconds=2.0,
+QUICK = Settings(latency_rounds=4, latency_block=12, latency_warmup=10, profile_seconds=2.0,
                  throughput_seconds=1.5, throughput_warmup=0.3, throughput_rounds=1,
                  cold_ns=(1, 2), cold_reps=1, fastmcp_cold_budget=30.0, catalogue=200, meta_calls=20,
                  rss_ns=(1, 2), rss_settle=0.2, section_timeout=120.0)

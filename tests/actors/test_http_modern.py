@@ -252,3 +252,13 @@ def test_initialize_sent_as_a_modern_request_is_method_not_found(front):
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
         headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, timeout=10)
     assert handshake.status_code == 200 and handshake.headers.get("Mcp-Session-Id")
+
+
+def test_a_call_sent_to_a_session_that_died_unnoticed_is_served_by_a_new_one(front):
+    rt, app, url = front
+    assert _call(url, 1, "echo__echo", {"text": "first"}).json()["result"]["content"][0]["text"] == "first"
+    first = app.mcp.modern._session
+    first.stop()  # dies between requests: the front learns it only when the next tell fails
+    again = _call(url, 2, "echo__echo", {"text": "again"})
+    assert again.json()["id"] == 2 and again.json()["result"]["content"][0]["text"] == "again"
+    assert app.mcp.modern._session is not first

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import ROOT, peer_bin
 
-pytestmark = pytest.mark.slow  # runs scripts/bench.py end to end (~80 s)
+pytestmark = pytest.mark.slow  # runs scripts/bench.py end to end (~90 s)
 
 SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory", "cluster")
 
