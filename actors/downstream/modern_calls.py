@@ -12,7 +12,7 @@ from actors.downstream.forwarding import ForwardedCalls
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.replies import ignore
 from actors.events.kinds import ServerLogged
-from actors.messages import CancelForward, Forward, ServerRequest, UpstreamError
+from actors.messages import Forward, ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.protocol.request_state import args_digest
 from actors.tells import tell as _tell
@@ -123,18 +123,19 @@ class ModernCalls:
         return envelope.log_level if envelope is not None else None
 
     def _refuse_undeclared(self, req: ServerRequest) -> bool:
-        """A server request triggered by a modern call whose envelope lacks the capability it needs:
-        the upstream hears no, and the call is answered -32021 (its upstream call cancelled). True
-        if refused so."""
+        """A server request reaching a modern call whose envelope lacks the capability it needs:
+        the upstream hears -32021, and the call goes on (True if refused so). Over stdio troupe
+        only guesses which call a server request belongs to (the newest in flight), and servers
+        also ask on their own (server-everything asks for roots after it starts): failing the
+        call would punish one that may have nothing to do with it. A server that did need the
+        answer says so in its result."""
         call = self._inflight.current(req.origin_request)
         envelope = modern.envelope_of(call.sink) if call is not None else None
         need = NEEDS.get(req.method)
         if call is None or envelope is None or need is None or need in envelope.capabilities:
             return False
-        req.on_reply(UpstreamError(modern.MISSING_CAPABILITY, f"the client did not declare {need}", server=req.server))
-        self._inflight.settle(call.token)
-        _tell(call.ref, CancelForward(self.actor_ref, call.token, f"the client did not declare {need}"))
-        call.sink(modern.missing_capability(call.rid, need, f"server {req.server} sent {req.method}"))
+        req.on_reply(UpstreamError(modern.MISSING_CAPABILITY, f"the client did not declare {need}",
+                                   {"requiredCapabilities": {need: {}}}, server=req.server))
         return True
 
     def _relay_log_to_requests(self, event: ServerLogged) -> None:

@@ -63,12 +63,6 @@ class Envelope:
         return mcp.LOG_LEVELS.index(known) >= mcp.LOG_LEVELS.index(self.log_level)
 
 
-def missing_capability(rid, capability: str, why: str) -> dict:
-    """-32021: answering this request needs a client capability its _meta did not declare."""
-    return jsonrpc.error(rid, MISSING_CAPABILITY, f"this request needs the client capability {capability!r}: {why}",
-                         {"requiredCapabilities": {capability: {}}})
-
-
 def listen_filter(params: dict) -> dict | str:
     """subscriptions/listen's `notifications` filter, checked; a string says what is wrong with it."""
     wanted = params.get("notifications")

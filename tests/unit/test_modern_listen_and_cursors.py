@@ -47,12 +47,6 @@ def test_the_envelope_decides_which_logs_go_with_its_request():
     assert modern.envelope_of(sink) is env and modern.envelope_of(print) is None
 
 
-def test_a_missing_capability_names_what_the_request_needed():
-    err = modern.missing_capability(4, "elicitation", "server x sent elicitation/create")["error"]
-    assert err["code"] == modern.MISSING_CAPABILITY == -32021
-    assert err["data"] == {"requiredCapabilities": {"elicitation": {}}}
-
-
 def test_the_listen_filter_is_checked():
     assert modern.listen_filter({"notifications": {"toolsListChanged": True}}) == {"toolsListChanged": True}
     assert isinstance(modern.listen_filter({}), str)
