@@ -24,6 +24,8 @@ pytestmark = pytest.mark.slow  # three troupes, a redis-server (and an haproxy)
 PROTOCOL = "2025-06-18"
 NAMES = ("troupe-a", "troupe-b", "troupe-c")  # the instance names config/haproxy.cfg expects
 HAPROXY_CFG = ROOT / "config" / "haproxy.cfg"
+AUTH = {"Authorization": "Bearer cluster-sessions-test-token"}  # clients' token; instances use the secret
+_POST = {"Content-Type": "application/json", **AUTH}
 _ids = itertools.count(1)
 
 
@@ -47,13 +49,15 @@ def _configs(tmp_path: Path, redis_url: str, **serve) -> list[Path]:
 
 
 def _joined(t: TroupeHttp, count: int = 3) -> bool:
-    cluster = requests.get(t.base + "/status", timeout=10).json()["cluster"]
+    cluster = requests.get(t.base + "/status", headers=AUTH, timeout=10).json()["cluster"]
     return cluster["joined"] and isinstance(cluster["instances"], list) and len(cluster["instances"]) == count
 
 
 @pytest.fixture
 def troupes(tmp_path, redis):
-    started = [TroupeHttp(config) for config in _configs(tmp_path, redis.url)]
+    # With serve.auth_token: a proxied request gets past the owner's front door by the cluster secret.
+    token = AUTH["Authorization"].split()[1]
+    started = [TroupeHttp(config) for config in _configs(tmp_path, redis.url, auth_token=token)]
     try:
         for t in started:
             wait_until(lambda t=t: _joined(t), 20, message="every instance joined and listed")
@@ -65,7 +69,7 @@ def troupes(tmp_path, redis):
 
 
 def _headers(sid: str | None = None) -> dict:
-    out = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    out = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **AUTH}
     if sid:
         out.update({"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL})
     return out
@@ -125,6 +129,16 @@ def test_a_session_made_on_one_instance_works_through_the_others(troupes):
     # Proxy hop, measured: a tools/call through B against the same call on A.
     direct, hop = _median_call(a.url, sid), _median_call(b.url, sid)
     print(f"tools/call p50 on the owner {direct * 1000:.1f} ms, through another instance {hop * 1000:.1f} ms")
+    # The loop guard: a request that says it was proxied already is answered where it lands (B has
+    # no such session: 404), never passed on again.
+    before = _sessions(b)["proxied"]
+    guarded = requests.post(b.url, json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+                            headers={**_headers(sid), "X-Troupe-Proxied": "troupe-c"}, timeout=10)
+    assert guarded.status_code == 404 and _sessions(b)["proxied"] == before
+    # Without the client's bearer token nothing passes, proxied or not.
+    assert requests.post(b.url, json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+                         headers={k: v for k, v in _headers(sid).items() if k != "Authorization"},
+                         timeout=10).status_code == 401
     # DELETE through C ends it on A; then every instance says 404.
     assert requests.delete(c.url, headers=_headers(sid), timeout=10).status_code == 200
     for t in troupes:
@@ -142,19 +156,20 @@ def _median_call(url: str, sid: str, n: int = 15) -> float:
 
 def test_legacy_sse_messages_through_another_instance(troupes):
     a, b, _ = troupes
-    with requests.get(a.base + "/sse", headers={"Accept": "text/event-stream"}, stream=True, timeout=30) as stream:
+    with requests.get(a.base + "/sse", headers={"Accept": "text/event-stream", **AUTH}, stream=True,
+                      timeout=30) as stream:
         lines = stream.iter_lines()
         endpoint = next(line for line in lines if line.startswith(b"data:")).decode()[5:].strip()
         assert re.search(r"session_id=troupe-a\.", endpoint), endpoint
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-        resp = requests.post(b.base + endpoint, json=init, headers={"Content-Type": "application/json"}, timeout=10)
+        resp = requests.post(b.base + endpoint, json=init, headers=_POST, timeout=10)
         assert resp.status_code == 202, resp.text
         answer = next(line for line in lines if line.startswith(b"data:"))
         assert b'"id":1' in answer and b"result" in answer
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "echo__echo", "arguments": {"text": "over sse"}}}
-        assert requests.post(b.base + endpoint, json=call, headers={"Content-Type": "application/json"},
+        assert requests.post(b.base + endpoint, json=call, headers=_POST,
                              timeout=10).status_code == 202
         answer = next(line for line in lines if line.startswith(b"data:"))
         assert b"over sse" in answer
@@ -182,7 +197,8 @@ def test_redis_down_refuses_new_sessions_with_503(troupes, redis):
                                        "clientInfo": {"name": "t", "version": "1"}})
     assert resp.status_code == 503, resp.text
     assert "Redis" in resp.json()["error"]["message"]
-    assert requests.get(a.base + "/sse", headers={"Accept": "text/event-stream"}, timeout=10).status_code == 503
+    assert requests.get(a.base + "/sse", headers={"Accept": "text/event-stream", **AUTH},
+                        timeout=10).status_code == 503
 
 
 def test_example_haproxy_config_is_valid():
@@ -240,4 +256,4 @@ def test_haproxy_pins_a_legacy_session_to_its_owner(tmp_path, redis):
 
 
 def _sessions(t: TroupeHttp) -> dict:
-    return requests.get(t.base + "/status", timeout=10).json()["sessions"]
+    return requests.get(t.base + "/status", headers=AUTH, timeout=10).json()["sessions"]
