@@ -188,6 +188,12 @@ def test_a_dead_owner_means_404_and_a_new_session_anywhere(troupes):
     fresh = _initialize(b.url)
     assert fresh.startswith("troupe-b.")
     assert "again" in _echo(c.url, fresh, "again")
+    # An owner that stops cleanly leaves the registry at once: its sessions are 404 too.
+    on_c = _initialize(c.url)
+    assert "y" in _echo(b.url, on_c, "y")
+    assert c.stop() == 0
+    assert _post(b.url, "tools/list", sid=on_c).status_code == 404
+    assert "still" in _echo(b.url, fresh, "still")
 
 
 def test_redis_down_refuses_new_sessions_with_503(troupes, redis):
