@@ -26,6 +26,8 @@ class App:
         self.rt = runtime
         # No bound_port when a host app serves us: the guard then takes the port each request came in on.
         self.guard = Guard(runtime.config.serve, bound_host or runtime.config.serve.host, bound_port)
+        if runtime.cluster is not None:  # proxied session requests from other instances carry its secret
+            self.guard.member_token = lambda: runtime.cluster.token
         self.mcp = McpHttp(runtime)
         self.front: FrontServer | None = None  # set by listen(); None when a host's server serves us
         self.extra_routes: dict[tuple[str, str], Callable[[dict], Any]] = {}
@@ -89,7 +91,7 @@ class App:
     def status(self) -> dict:
         """The status report plus what this app holds open: sessions and (when it listens) connections."""
         report = self.rt.status()
-        report["sessions"] = self.mcp.sessions.summary()
+        report["sessions"] = {**self.mcp.sessions.summary(), "proxied": self.mcp.proxy.proxied}
         report["modern"] = self.mcp.modern.summary()
         if self.front is not None:
             report["connections"] = self.front.figures()

@@ -12,6 +12,7 @@ from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
 from actors.serve.modern_http import ModernFront, routes_modern
 from actors.serve.relay import Relay, is_relay
+from actors.serve.session_proxy import SessionProxy, tag_of
 from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
@@ -39,6 +40,7 @@ class McpHttp:
         self.sessions = SessionTable(runtime, serve.session_idle, serve.max_sessions)
         self.modern = ModernFront(runtime)
         self.relay = Relay(runtime)
+        self.proxy = SessionProxy(runtime)  # legacy sessions owned by another instance of the cluster
 
     def close(self) -> list:
         """Close every session and end every modern request; returns their Session actor refs."""
@@ -64,6 +66,10 @@ class McpHttp:
             return problem
         if is_relay(environ):  # another instance of the cluster, calling a server this one runs
             return self.relay.post(environ, body)
+        sid = environ.get("HTTP_MCP_SESSION_ID") or ""
+        elsewhere = self.proxy.route(environ, sid, body, lambda: _gone(None)) if sid else None
+        if elsewhere is not None:
+            return elsewhere
         try:
             msg = jsonrpc.decode(body)
         except ValueError as exc:
@@ -78,7 +84,6 @@ class McpHttp:
         if version is not None and version not in mcp.SUPPORTED_VERSIONS:
             return _json("400 Bad Request", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
                                                           f"unsupported MCP-Protocol-Version {version!r}"))
-        sid = environ.get("HTTP_MCP_SESSION_ID") or ""
         created = msg.get("method") == "initialize" and "id" in msg and not sid
         if not created and not sid:
             return _json("400 Bad Request", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
@@ -88,7 +93,11 @@ class McpHttp:
             if hs is None or not self._send(hs, msg, hs.notify):
                 return _gone(msg.get("id"))
             return "202 Accepted", [], b""
-        taken = self.sessions.open(legacy=False, rid=msg["id"]) if created else self.sessions.acquire(sid, msg["id"])
+        if created and (refusal := self.proxy.refusal()) is not None:
+            return _json("503 Service Unavailable", jsonrpc.error(msg["id"], jsonrpc.SERVER_UNAVAILABLE, refusal),
+                         [("Retry-After", str(RETRY_AFTER_S))])
+        taken = self.sessions.open(legacy=False, rid=msg["id"], tag=self.proxy.tag()) if created \
+            else self.sessions.acquire(sid, msg["id"])
         if taken is None:
             return self._full(msg["id"]) if created else _gone(msg["id"])
         hs, replies = taken
@@ -154,6 +163,9 @@ class McpHttp:
         if "text/event-stream" not in environ.get("HTTP_ACCEPT", ""):
             return _plain("406 Not Acceptable", "GET /mcp needs Accept: text/event-stream")
         sid = environ.get("HTTP_MCP_SESSION_ID")
+        elsewhere = self.proxy.route(environ, sid, b"", _stream_gone) if sid else None
+        if elsewhere is not None:
+            return elsewhere
         taken = self.sessions.open_stream(sid) if sid else None
         if taken is None:
             return _plain("404 Not Found" if sid else "400 Bad Request", "unknown or missing Mcp-Session-Id")
@@ -165,7 +177,11 @@ class McpHttp:
     def delete(self, environ) -> Response:
         if _modern_client(environ):
             return _no_stream()
-        if not self.sessions.close(environ.get("HTTP_MCP_SESSION_ID") or "", "session deleted by client",
+        sid = environ.get("HTTP_MCP_SESSION_ID") or ""
+        elsewhere = self.proxy.route(environ, sid, b"", _stream_gone) if sid else None
+        if elsewhere is not None:
+            return elsewhere
+        if not self.sessions.close(sid, "session deleted by client",
                                    legacy=False):
             return _plain("404 Not Found", "unknown session")
         return "200 OK", [], b""
@@ -173,7 +189,11 @@ class McpHttp:
     # ---------------------------------------------------------------- legacy HTTP+SSE
 
     def legacy_stream(self, environ) -> Response:
-        taken = self.sessions.open(legacy=True)
+        refusal = self.proxy.refusal()
+        if refusal is not None:
+            status, headers, body = _plain("503 Service Unavailable", refusal)
+            return status, [*headers, ("Retry-After", str(RETRY_AFTER_S))], body
+        taken = self.sessions.open(legacy=True, tag=self.proxy.tag())
         if taken is None:
             return self._full(legacy=True)
         hs, _ = taken
@@ -190,6 +210,15 @@ class McpHttp:
             return problem
         query = parse_qs(environ.get("QUERY_STRING", ""))
         sid = (query.get("session_id") or query.get("sessionId") or [""])[0]
+        if tag_of(sid) not in (None, self.proxy.tag()) and self.proxy.tag() is not None:
+            # another instance's session: its body goes there whole (read here, bounded as ever)
+            body, problem = _read_body(environ)
+            if problem:
+                return problem
+            elsewhere = self.proxy.route(environ, sid, body, lambda: _plain("404 Not Found", "unknown session_id"))
+            if elsewhere is not None:
+                return elsewhere
+            return _plain("404 Not Found", "unknown session_id")
         hs = self.sessions.touch(sid, legacy=True)
         if hs is None:
             return _plain("404 Not Found", "unknown session_id")
@@ -214,6 +243,10 @@ def _no_stream() -> Response:
     """Modern MCP has no GET stream and no session to DELETE: POST is all there is."""
     status, headers, body = _plain("405 Method Not Allowed", "MCP 2026-07-28 over HTTP takes POST only")
     return status, [*headers, ("Allow", "POST")], body
+
+
+def _stream_gone() -> Response:
+    return _plain("404 Not Found", "unknown or expired session; initialize again")
 
 
 def _gone(rid) -> Response:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from typing import Callable
 from urllib.parse import parse_qs
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -10,6 +11,7 @@ WILDCARD_BINDS = ("", "0.0.0.0", "::", "[::]")  # every interface: not a name a 
 HTTP_DEFAULT_PORT = 80  # a Host or Origin without a port means this one
 ACTION_PREFIX = "/api/"  # every state-changing dashboard route lives here, and inherits its rule
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+MEMBER_TOKEN_ENVIRON = "HTTP_X_TROUPE_CLUSTER_TOKEN"  # placing.TOKEN_HEADER as WSGI spells it
 REFUSED_FETCH_SITES = ("cross-site", "same-site")  # a sibling subdomain is not the dashboard either
 
 
@@ -63,6 +65,9 @@ class Guard:
 
     def __init__(self, serve_config, bound_host: str, bound_port: int | None = None):
         self.token = serve_config.auth_token
+        # In a cluster: the secret instances present to each other (None until joined), which
+        # lets a session request proxied from another instance past the clients' bearer token.
+        self.member_token: Callable[[], str | None] = lambda: None
         self.bound_port = bound_port
         self.allowed_origins = frozenset(_origin(o) for o in serve_config.allowed_origins)
         names: set[str] = set(LOOPBACK_NAMES)
@@ -120,9 +125,17 @@ class Guard:
         refusal = self._action_refusal(environ)
         if refusal is not None:
             return "403 Forbidden", refusal
-        if not self.token_ok(environ.get("HTTP_AUTHORIZATION")) and not self._open_get(environ):
+        if not self.token_ok(environ.get("HTTP_AUTHORIZATION")) and not self._open_get(environ) \
+                and not self._member(environ):
             return "401 Unauthorized", "missing or wrong bearer token"
         return None
+
+    def _member(self, environ) -> bool:
+        """Another instance of this cluster, passing on a request for a session this one owns."""
+        given, token = environ.get(MEMBER_TOKEN_ENVIRON), self.member_token()
+        if not given or not token:
+            return False
+        return hmac.compare_digest(given.encode(), token.encode())
 
     def _action_refusal(self, environ) -> str | None:
         """Dashboard actions come from the dashboard's own page only: same origin, never cross-site."""

@@ -28,14 +28,16 @@ class HttpSession:
     Only its SessionTable changes `waiting`, `stream`, `last_seen` and `closed`, under the table's lock.
     """
 
-    def __init__(self, runtime, legacy: bool):
-        self.id = secrets.token_urlsafe(24)
+    def __init__(self, runtime, legacy: bool, tag: str | None = None):
+        # In a cluster the id names its owner (`<tag>.<random>`) so any instance, or a load
+        # balancer, can find it; token_urlsafe has no dot, so the first dot ends the tag.
+        self.id = f"{tag}.{secrets.token_urlsafe(24)}" if tag else secrets.token_urlsafe(24)
         self.legacy = legacy
         self.stream: gevent.queue.Queue | None = gevent.queue.Queue() if legacy else None
         self.last_seen = time.monotonic()  # when it last started or finished something
         self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
         self.closed = False
-        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[:8]}")
+        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[-8:]}")
 
     @property
     def busy(self) -> bool:
@@ -88,7 +90,8 @@ class SessionTable:
 
     # ---------------------------------------------------------------- opening
 
-    def open(self, legacy: bool, rid=None) -> tuple[HttpSession, gevent.queue.Queue | None] | None:
+    def open(self, legacy: bool, rid=None,
+             tag: str | None = None) -> tuple[HttpSession, gevent.queue.Queue | None] | None:
         """A new session, already busy: with the reply queue of its `initialize` (rid), or with its
         legacy SSE stream. At the cap the least recently used idle session is closed to make room;
         None when every session is busy (the caller answers 503)."""
@@ -104,7 +107,7 @@ class SessionTable:
                              self.max_sessions)
                 self._drop(victim, "closed to make room for a new session (serve.max_sessions)")
             # Started under the lock (a short yield) so that two initializes cannot both pass the cap.
-            hs = HttpSession(self.rt, legacy)
+            hs = HttpSession(self.rt, legacy, tag)
             self._sessions[hs.id] = hs
             replies = None if legacy else self._expect(hs, rid)
             return hs, replies
