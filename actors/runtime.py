@@ -231,6 +231,8 @@ class Runtime:
             report["cluster"] = self.cluster.status()
             instances = report["cluster"].get("instances")
             report["instances"] = instances if isinstance(instances, list) else []
+            if self.shared is not None and self.shared.bridge is not None:
+                report["cluster"]["events"] = self.shared.bridge.status()  # sent, received, dropped
         return report
 
     def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:

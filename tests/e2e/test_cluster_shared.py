@@ -19,7 +19,7 @@ from actors.cluster.shared import SharedState
 from actors.protocol.request_state import StateSealer
 from actors.trust import ledger
 from tests.e2e.test_metrics import McpHttp
-from tests.support import wait_until
+from tests.support import PYTHON, ROOT, wait_until
 from tests.support.redis import RedisServer
 from tests.support.troupe import TroupeHttp, server, write_config
 
@@ -155,3 +155,78 @@ def test_the_first_ledger_in_an_empty_redis_is_seeded_from_its_file(redis, tmp_p
         assert shared.ledger(str(tmp_path / "other.json")).read()["servers"]["idx"]["decision"] == ledger.DENIED
     finally:
         shared.stop()
+
+
+def test_events_cross_again_once_redis_comes_back(cluster, redis):
+    troupes = cluster
+    wait_until(lambda: all(_status(t)["cluster"].get("events") is not None for t in troupes), 30,
+               message="every bridge started")
+    redis.stop()
+    wait_until(lambda: not _status(troupes[0])["cluster"]["up"], 20, message="instance 0 sees Redis down")
+    redis.start()  # the same port, empty: the bridges resubscribe with backoff
+    name = _status(troupes[0])["cluster"]["instance"]
+    listening = EventStream(troupes[1].base)
+    try:
+        def crossed() -> bool:
+            # each deny is one ApprovalDecided on instance 0; those sent before the listener is
+            # back are lost (events are news), so keep deciding until one arrives
+            requests.post(troupes[0].base + "/api/approvals/rug/deny", timeout=30,
+                          headers={"Origin": troupes[0].base})
+            return wait_until_or_none(lambda: listening.find("ApprovalDecided", origin=name), 1.0)
+        wait_until(crossed, 40, interval=0.2, message="an event bridged after Redis came back")
+    finally:
+        listening.close()
+    assert all(t.proc.poll() is None for t in troupes)  # nobody crashed over it
+    assert _status(troupes[1])["cluster"]["events"]["received"] >= 1
+
+
+def wait_until_or_none(condition, timeout: float):
+    """condition()'s first truthy value within `timeout`, else None (a bounded poll, no assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    return None
+
+
+def test_a_registration_on_one_instance_is_served_by_the_others(tmp_path, redis):
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    config = tmp_path / "troupe.yaml"
+    config.write_text(yaml.safe_dump({
+        "servers": [], "serve": {"mode": "flat", "json_response": True},
+        "discovery": {"enabled": True, "home": str(home), "project_root": str(project),
+                      "path_probe": {"enabled": False}, "health": {"enabled": False}},
+        "cluster": {"redis": redis.url, "lease": 3}}))
+    troupes = []
+    try:
+        for i in range(3):
+            troupes.append(TroupeHttp(config, env={"TROUPE_CONFIG_DIR": str(tmp_path / f"conf{i}")}))
+        clients = [McpHttp(t.url) for t in troupes]
+        entry = {"name": "reg-echo", "command": PYTHON, "args": ["-m", "tests.servers.echo", "--name", "r"],
+                 "cwd": str(ROOT)}
+        registered = clients[0].call("core_mcpserver_register", entry)
+        assert not registered["result"].get("isError"), registered
+
+        def state(t: TroupeHttp):
+            return next((s["state"] for s in _status(t)["servers"] if s["name"] == "reg-echo"), None)
+        # instances 1 and 2 read the cluster's registrations at their next discovery cycle (run now)
+        for c in clients[1:]:
+            assert not c.call("core_discovery_run")["result"].get("isError")
+        wait_until(lambda: state(troupes[1]) == state(troupes[2]) == "pending-approval", 30,
+                   message="the registration on instances 1 and 2")
+        answer = requests.post(troupes[2].base + "/api/approvals/reg-echo/approve", timeout=30,
+                               headers={"Origin": troupes[2].base})
+        assert answer.status_code == 200, answer.text
+        wait_until(lambda: state(troupes[1]) == "ready", 30, message="the registered server ready on instance 1")
+        echoed = clients[1].call("reg-echo__echo", {"text": "anywhere"})
+        assert "anywhere" in json.dumps(echoed), echoed
+        for c in clients:
+            c.close()
+    finally:
+        for t in troupes:
+            if t.proc.poll() is None:
+                t.stop()
