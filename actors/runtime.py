@@ -13,6 +13,7 @@ from loguru import logger
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
 from actors.cluster.member import ClusterMember
+from actors.cluster.shared import SharedState
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from actors.messages import ApplyServers, ControlServer, GetStatus
 from actors.protocol import mcp, request_state
@@ -55,6 +56,10 @@ class Runtime:
         self.sealer = request_state.load_sealer(config.serve.state_key, os.path.dirname(self.approvals_path))
         # In a cluster, the link to Redis and the instance's heartbeat (started once the URL is known).
         self.cluster = ClusterMember(config.cluster) if config.cluster is not None else None
+        # In a cluster, approvals, registrations, the requestState key and events are shared in Redis.
+        self.shared = SharedState(config.cluster) if config.cluster is not None else None
+        if self.shared is not None and not config.serve.state_key:
+            self.sealer = request_state.StateSealer(self.shared.state_key)
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
@@ -66,7 +71,8 @@ class Runtime:
             return self  # already started
         self.bus = BusClient(EventBus.start())
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
-        self.keeper = TrustKeeper.start(self.approvals_path, self.trust, self.bus)
+        self.keeper = TrustKeeper.start(self.approvals_path, self.trust, self.bus,
+                                        ledger=self.shared.ledger(self.approvals_path) if self.shared else None)
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
                                        trust_box=self.trust, keeper=self.keeper)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
@@ -111,7 +117,8 @@ class Runtime:
 
         self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,
-                                      is_connected=is_connected, trust_box=self.trust)
+                                      is_connected=is_connected, trust_box=self.trust,
+                                      store=self.shared.store() if self.shared else None)
         self.keeper.tell(WatchTrust(self.discovery))
 
     def stop(self) -> None:
@@ -132,6 +139,8 @@ class Runtime:
                 logger.warning("actor {} did not stop in time", ref)
             except pykka.ActorDeadError:
                 pass
+        if self.shared is not None:  # last: the keeper's final flush goes through its link
+            self.shared.stop()
 
     # ---------------------------------------------------------------- reads (no actor hop)
 
@@ -222,6 +231,8 @@ class Runtime:
             report["cluster"] = self.cluster.status()
             instances = report["cluster"].get("instances")
             report["instances"] = instances if isinstance(instances, list) else []
+            if self.shared is not None and self.shared.bridge is not None:
+                report["cluster"]["events"] = self.shared.bridge.status()  # sent, received, dropped
         return report
 
     def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:
@@ -252,6 +263,8 @@ class Runtime:
         self.supervisor.tell(SetUrl(url))
         if self.cluster is not None:
             self.cluster.start(url, self.supervisor, self.config.serve.auth_token)
+        if self.shared is not None and self.cluster is not None and self.bus is not None:
+            self.shared.start_bridge(self.bus, self.cluster.config.instance or url)
 
     def events(self, limit: int = 100) -> list:
         assert self.bus is not None  # asked by a front or the embedded handle, after start()

@@ -73,7 +73,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
     def __init__(self, settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
                  *, home: str | None = None, project_root: str | None = None, reserved_names=frozenset(),
                  health: pykka.ActorRef | None = None, is_connected: Callable[[str], bool] | None = None,
-                 run_at_start: bool = True, trust_box: TrustBox | None = None) -> None:
+                 run_at_start: bool = True, trust_box: TrustBox | None = None, store=None) -> None:
         super().__init__()
         # Read-only (the TrustKeeper owns it): a server that may not run is never health-probed.
         self._trust = trust_box or TrustBox()
@@ -84,15 +84,12 @@ class DiscoveryEngine(pykka.ThreadingActor):
         self._health_ref, self._own_health = health, None
         self._is_connected, self._run_at_start = is_connected, run_at_start
         self._which = which_on(self.settings.path_search)
-        self._store = open_store(self.settings.store, self.settings.store_path, self.settings.home)
+        # A cluster passes its Redis store: registrations are shared, whatever discovery.store says.
+        self._store = store or open_store(self.settings.store, self.settings.store_path, self.settings.home)
         self._store_label = f"store:{self._store.kind}" + (
             f":{cast(Any, self._store).path}" if hasattr(self._store, "path") else "")  # SqliteStore only
         self._registered: dict[str, ServiceRecord] = {}
-        for name, entry in self._store.registrations().items():
-            try:
-                self._registered[name] = self._registration(name, entry)
-            except ValueError as exc:  # a row that no longer validates is reported, not fatal
-                logger.warning("discovery: stored registration {} skipped: {}", name, exc)
+        self._load_registered()
         self._providers: dict[str, pykka.ActorRef] = {}
         self._results: dict[str, Any] = {}
         self._errors: dict[str, tuple] = {}
@@ -215,7 +212,23 @@ class DiscoveryEngine(pykka.ThreadingActor):
             if reply is not None:
                 self._next_waiters.append(reply)
 
+    def _load_registered(self) -> None:
+        registered = {}
+        try:
+            stored = self._store.registrations()
+        except Exception as exc:  # a shared store that is down: keep what was read last, never drop it
+            logger.warning("discovery: registrations unavailable ({}); keeping the last read", exc)
+            return
+        for name, entry in stored.items():
+            try:
+                registered[name] = self._registration(name, entry)
+            except ValueError as exc:  # a row that no longer validates is reported, not fatal
+                logger.warning("discovery: stored registration {} skipped: {}", name, exc)
+        self._registered = registered
+
     def _start_cycle(self) -> None:
+        if self._store.kind == "redis":  # other instances register too: each cycle reads theirs
+            self._load_registered()
         self._cycle = next(self._cycle_ids)
         futures, failed = {}, {}
         for name, ref in self._providers.items():
@@ -371,5 +384,6 @@ class DiscoveryEngine(pykka.ThreadingActor):
 
 def start(settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
           **kw) -> pykka.ActorRef:
-    """Start the engine (kw: home, project_root, reserved_names, health, is_connected, run_at_start)."""
+    """Start the engine (kw: home, project_root, reserved_names, health, is_connected, run_at_start, trust_box,
+    store)."""
     return DiscoveryEngine.start(settings, bus, on_services, **kw)

@@ -16,9 +16,12 @@ def _now() -> float:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """Base of every bus event; `at` is wall-clock seconds."""
+    """Base of every bus event; `at` is wall-clock seconds. `origin` names the cluster instance an
+    event came from over the Redis bridge ("" for this instance's own: those alone are bridged, so
+    nothing loops back)."""
 
     at: float = field(default_factory=_now, kw_only=True)
+    origin: str = field(default="", kw_only=True)
 
     @property
     def kind(self) -> str:
@@ -33,7 +36,25 @@ class Event:
         out: dict[str, Any] = {"type": self.kind}
         for name in self.__dataclass_fields__:
             out[name] = _plain(getattr(self, name))
+        if not self.origin:  # a single troupe's /events stays as it was
+            del out["origin"]
         return out
+
+
+def from_json(data: dict, origin: str) -> Event | None:
+    """The event `to_json` described, marked as from `origin`; None for an unknown kind or shape
+    (an instance running a newer troupe may publish kinds this one does not know)."""
+    cls = KINDS.get(str(data.get("type")))
+    if cls is None:
+        return None
+    fields: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v
+              for name, v in data.items() if name in cls.__dataclass_fields__ and name != "origin"}
+    if "lists" in fields:  # ToolsChanged's one frozenset
+        fields["lists"] = frozenset(fields["lists"])
+    try:
+        return cls(**fields, origin=origin)
+    except TypeError:
+        return None
 
 
 def _plain(value: Any) -> Any:
@@ -215,3 +236,6 @@ class ToolDefinitionChanged(Event):
     listing: str  # tools | prompts
     change: str  # changed | new
     diff: str  # unified diff of the pinned definition against the listed one
+
+
+KINDS: dict[str, type[Event]] = {cls.__name__: cls for cls in Event.__subclasses__()}

@@ -50,9 +50,10 @@ class TrustKeeper(pykka.ThreadingActor):
     """
 
     def __init__(self, path: str, box: TrustBox, bus: BusClient | None = None,
-                 poll_interval: float = POLL_INTERVAL) -> None:
+                 poll_interval: float = POLL_INTERVAL, ledger: Any = None) -> None:
         super().__init__()
-        self.ledger = Ledger(path)
+        # A cluster passes its RedisLedger (same stamp/read/update): Redis replaces the file then.
+        self.ledger = ledger or Ledger(path)
         self.box, self.bus = box, bus
         self._interval = poll_interval
         self._stamp: tuple | None = None
