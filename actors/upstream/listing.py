@@ -10,6 +10,9 @@ from actors.messages import UpstreamError
 from actors.protocol import mcp
 
 MAX_LIST_PAGES = 1000  # a server that pages forever is cut off
+# A list that could not be read is read again this soon on a modern upstream (one that never
+# announces changes is otherwise re-read only by the ttl its last good page carried).
+FAILED_LIST_RETRY_MS = 5_000
 
 # How the lists send a request: (method, params, on_reply), answered once with a result or UpstreamError.
 Request = Callable[[str, Any, Callable[[Any], None]], None]
@@ -46,8 +49,11 @@ class UpstreamLists:
 
         def on_page(outcome) -> None:
             if isinstance(outcome, UpstreamError):
+                # A failed re-read keeps the last good list: a passing error (a relay whose owner is
+                # moving, a timeout under load) must not empty the catalogue of a working server.
                 self._log.warning("{} failed: {}", method, outcome.message)
-                self._lists[kind] = tuple(acc)
+                self._lists.setdefault(kind, tuple(acc))
+                self.ttls[kind] = FAILED_LIST_RETRY_MS
             else:
                 items = outcome.get(key)
                 acc.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))

@@ -66,7 +66,7 @@ def test_a_tool_change_reaches_a_listen_stream_and_a_get_stream_on_other_instanc
     redis = RedisServer(tmp_path).start()
     config = write_config(tmp_path, [server("echo", "tests.servers.echo", pin=False)], mode="flat",
                           json_response=True)
-    config.write_text(config.read_text() + yaml.safe_dump({"cluster": {"redis": redis.url, "lease": 3}}))
+    config.write_text(config.read_text() + yaml.safe_dump({"cluster": {"redis": redis.url, "lease": 5}}))
     troupes = [TroupeHttp(config) for _ in range(3)]
     streams: list[_Stream] = []
     try:
