@@ -205,6 +205,11 @@ def test_a_registration_on_one_instance_is_served_by_the_others(tmp_path, redis)
     try:
         for i in range(3):
             troupes.append(TroupeHttp(config, env={"TROUPE_CONFIG_DIR": str(tmp_path / f"conf{i}")}))
+        # a clustered troupe opens legacy sessions once it has joined (it refuses them with an
+        # error until then, as while Redis is down)
+        for t in troupes:
+            wait_until(lambda t=t: requests.get(t.base + "/status", timeout=10).json()["cluster"]["joined"], 20,
+                       message="joined the cluster")
         clients = [McpHttp(t.url) for t in troupes]
         entry = {"name": "reg-echo", "command": PYTHON, "args": ["-m", "tests.servers.echo", "--name", "r"],
                  "cwd": str(ROOT)}
