@@ -83,7 +83,7 @@ def test_a_tool_change_reaches_a_listen_stream_and_a_get_stream_on_other_instanc
         wait_until(lambda: CHANGED in streams[0].methods() and CHANGED in streams[1].methods(), 20,
                    message="list_changed on both other instances")
         names = {tool["name"] for tool in legacy.request("tools/list")["result"]["tools"]}
-        assert "echo__late_tool" in names
+        assert "echo__late_tool" in names, [s for t in troupes for s in _status(t)["servers"]]
         legacy.close()
     finally:
         for s in streams:

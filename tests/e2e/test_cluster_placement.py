@@ -99,7 +99,10 @@ def test_one_counter_for_the_whole_cluster_and_it_moves_when_its_owner_dies(clus
     assert len(_processes(tag)) == 1  # no orphan, and not two
     assert len([t for t in survivors if "counter" in _status(t)["cluster"]["owned"]]) == 1
     # its new place serves it through every instance (a relay lists it once the owner answers)
-    wait_until(lambda: "result" in clients[other].call("counter__pid"), 20, message="counter callable again")
+    def callable_again() -> bool:
+        answer = clients[other].call("counter__pid")
+        return "result" in answer and not answer["result"].get("isError")
+    wait_until(callable_again, 20, message="counter callable again")
     new_pid = int(_text(clients[other].call("counter__pid")))
     assert new_pid != old_pid and _processes(tag) == [new_pid]
     for c in clients:
