@@ -396,14 +396,3 @@ class SetUrl:
     report carries the URL."""
 
     url: str
-
-
-@dataclass(frozen=True, slots=True)
-class JoinedCluster:
-    """Told by the ClusterMember to the Supervisor once this instance is in its cluster: the lease
-    keeper to tell which `single` servers it has, the cluster secret relays present, and the
-    clients' bearer token a relay to another instance must carry too (None: none is set)."""
-
-    keeper: Any
-    token: str
-    auth_token: str | None = None

@@ -61,6 +61,17 @@ class LeaseChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class JoinedCluster:
+    """Told by the ClusterMember to the Supervisor once this instance is in its cluster: the lease
+    keeper to tell which `single` servers it has, the cluster secret relays present, and the
+    clients' bearer token a relay to another instance must carry too (None: none is set)."""
+
+    keeper: pykka.ActorRef
+    token: str
+    auth_token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WantLeases:
     """Told by the Supervisor to the LeaseKeeper: the `single` servers it has (leases for any
     other server this instance holds are released)."""

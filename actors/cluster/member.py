@@ -15,10 +15,9 @@ import pykka
 from loguru import logger
 
 from actors.cluster.instances import InstanceRegistry, instances_status
-from actors.cluster.leases import LeaseKeeper, OwnedBox
+from actors.cluster.leases import JoinedCluster, LeaseKeeper, OwnedBox
 from actors.cluster.link import LinkDown, RedisLink
 from actors.cluster.settings import ClusterConfig, shown_redis
-from actors.messages import JoinedCluster
 from actors.tells import tell
 
 STOP_TIMEOUT_S = 3.0

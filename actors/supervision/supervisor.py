@@ -10,12 +10,12 @@ import pykka
 from loguru import logger
 
 from actors.events.bus import BusClient
-from actors.cluster.leases import LeaseChanged, WantLeases
+from actors.cluster.leases import JoinedCluster, LeaseChanged, WantLeases
 from actors.events.kinds import (ApprovalAwaited, CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted,
                                  ServerStateChanged, StartupSettled)
 from actors.messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                              ConnectionRetired, ControlServer, DescribeLaunch, DropServer, EraLearned, GetStatus,
-                             JoinedCluster, RestartDue, SetLogLevel, SetSessionLogLevel, SetUrl, StatusReport)
+                             RestartDue, SetLogLevel, SetSessionLogLevel, SetUrl, StatusReport)
 from actors.protocol import mcp
 from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
