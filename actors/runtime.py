@@ -312,11 +312,12 @@ class Runtime:
 
 
 def route_server_request(request, origin):
-    """Hand an upstream's request to the session whose call triggered it (`origin`, that
-    session's ref); a request no call of a client triggered is refused with an error."""
+    """Hand an upstream's request to whoever made the call that triggered it (`origin`: a
+    session's ref, or a relayed call at its owner); a request no client's call triggered is
+    refused with an error."""
     from actors.messages import UpstreamError
     from actors.protocol import jsonrpc
-    if origin is None:
+    if not hasattr(origin, "tell"):  # troupe's own request (or a listen's), not a client's call
         request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: it was not "
                                        f"sent while a client's request to this server was in progress"))
         return None

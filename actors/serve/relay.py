@@ -7,30 +7,33 @@ constant time), it reaches one server's own names and lists (no catalogue, no pr
 never passed on: a server this instance does not own is refused with 503 (the loop guard; the
 caller's lease keeper learns the new owner within a third of a lease). Closing the response
 cancels the call upstream, as on the client front. Answers are JSON, except a call asking for
-progress and a `subscriptions/listen`, which are streamed (see relay_streams).
+progress and a `subscriptions/listen`, which are streamed (see relay_streams). A server that asks
+its client something in the middle of a call makes it an input round (see relay_rounds).
 """
 from __future__ import annotations
 
 import hmac
-import itertools
 import time
+from functools import partial
+from typing import Any
 
-import gevent.event
+import gevent.queue
 import orjson
 
 from actors.messages import CancelForward, Forward, UpstreamError
 from actors.protocol import jsonrpc, mcp, modern
+from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
-from actors.serve.relay_streams import RelayListen, answer, call_with_progress
+from actors.serve.relay_rounds import RelayCall, RelayRounds
+from actors.serve.relay_streams import RelayListen, answer, progress_frames
 from actors.supervision.placing import RELAY_HEADER, TOKEN_HEADER
 from actors.tells import tell
 
 RELAY_LIST_TTL_MS = 5_000  # lists read through a relay are re-read this often if its listen stream is down
 DEADLINE_MARGIN_S = 5.0
 QUICK_S = 0.05
-_origins = itertools.count(1)
 
-Response = tuple[str, list, bytes]
+Response = tuple[str, list, Any]
 
 
 def _header(environ, name: str) -> str | None:
@@ -46,11 +49,13 @@ def is_relay(environ) -> bool:
 
 
 class Relay:
-    """Answers relayed requests for the servers this instance owns. Holds nothing between
-    requests: each waits for its one answer in its own handler greenlet."""
+    """Answers relayed requests for the servers this instance owns. Each waits for its one answer
+    in its own handler greenlet; only a call whose server asked its client something outlives its
+    request, parked in `rounds` until the caller's retry."""
 
     def __init__(self, runtime) -> None:
         self.rt = runtime
+        self.rounds = RelayRounds(runtime.sealer)
 
     def post(self, environ, body: bytes) -> Response:
         member = self.rt.cluster
@@ -86,12 +91,22 @@ class Relay:
             return RelayListen(self.rt, ref, server, rid, asked).response(environ)
         caps = modern.Envelope(params["_meta"]).capabilities if modern.is_modern(params) else None
         upstream = modern.without_envelope(params) if modern.is_modern(params) else params
-        if streams and isinstance(upstream.get("_meta"), dict) and "progressToken" in upstream["_meta"]:
-            streamed = call_with_progress(environ, ref, rid, method, upstream, caps, self._deadline(server),
-                                          lambda outcome: answer(rid, method, outcome, RELAY_LIST_TTL_MS))
-            return streamed or _json("503 Service Unavailable", jsonrpc.error(
-                rid, jsonrpc.SERVER_UNAVAILABLE, f"{server} went away"))
-        return self._forward(environ, ref, server, rid, method, upstream, caps)
+        if self.rounds.names_parked(upstream):  # the retry of a call waiting for its client's input
+            call = self.rounds.resume(server, rid, method, upstream)
+            if isinstance(call, dict):
+                return _json("200 OK", call)
+        else:
+            call = RelayCall(ref, server, rid, method, upstream, caps)
+            if not tell(ref, Forward(method, upstream, call.on_reply, origin=call, origin_request=call.token,
+                                     on_progress=call.on_progress if call.progress_token is not None else None,
+                                     client_capabilities=caps)):
+                return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
+                                                                      f"{server} went away"))
+        shape = partial(answer, method=method, list_ttl_ms=RELAY_LIST_TTL_MS)
+        if streams and call.progress_token is not None:
+            return "200 OK", list(sse.HEADERS), progress_frames(environ, call, self.rounds, self._deadline(server),
+                                                                 shape)
+        return self._wait(environ, call, shape)
 
     def _deadline(self, server: str) -> float:
         return self.rt.server_timeout(server) + DEADLINE_MARGIN_S
@@ -107,31 +122,34 @@ class Relay:
                 "serverInfo": {"name": info, "version": "relay"}, "resultType": "complete",
                 "ttlMs": RELAY_LIST_TTL_MS, "cacheScope": "public"}
 
-    def _forward(self, environ, ref, server: str, rid, method: str, params: dict, caps) -> Response:
-        waiting: gevent.event.AsyncResult = gevent.event.AsyncResult()
-        origin = ("relay", next(_origins))
-        if not tell(ref, Forward(method, params, waiting.set, origin=origin, origin_request=rid,
-                                 client_capabilities=caps)):
-            return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
-                                                                  f"{server} went away"))
-        deadline = self._deadline(server)
-        started = time.monotonic()
-        # Most answers come at once: only a call still waiting after QUICK_S watches for a hang-up.
-        watcher = None if waiting.wait(QUICK_S) else watch_hangup(environ, lambda: waiting.set(_HUNG_UP))
+    def _wait(self, environ, call: RelayCall, shape) -> Response:
+        """The call's answer, or its next input round, as one JSON answer."""
+        deadline_s = self._deadline(call.server)
+        deadline = time.monotonic() + deadline_s
+        hung_up = object()  # this request's own: one left on the queue by an earlier request means nothing
+        watcher = None  # most answers come at once: only a call still waiting after QUICK_S watches
         try:
-            outcome = waiting.get(timeout=deadline)
-        except gevent.Timeout:
-            outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"{server} gave no answer within {deadline:g}s",
-                                    server=server)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    tell(call.ref, CancelForward(call, call.token, "no answer in time"))
+                    return _json("200 OK", shape(call.rid, UpstreamError(
+                        jsonrpc.REQUEST_TIMEOUT, f"{call.server} gave no answer within {deadline_s:g}s",
+                        server=call.server)))
+                try:
+                    item = call.queue.get(timeout=min(left, QUICK_S) if watcher is None else left)
+                except gevent.queue.Empty:
+                    if watcher is None:
+                        watcher = watch_hangup(environ, lambda: call.queue.put(hung_up)) or False
+                    continue
+                if item is hung_up:
+                    tell(call.ref, CancelForward(call, call.token, "the calling instance went away"))
+                    return "200 OK", [], b""
+                answered = call.take(item)
+                if answered is not None:
+                    return _json("200 OK", shape(call.rid, answered.outcome))
+                if call.waiting and call.queue.empty():  # the server asks; every request it sent so far
+                    return _json("200 OK", self.rounds.park(call))
         finally:
-            if watcher is not None:
+            if watcher:
                 watcher.kill(block=False)
-        if outcome is _HUNG_UP or isinstance(outcome, UpstreamError) and time.monotonic() - started >= deadline:
-            tell(ref, CancelForward(origin, rid, "the calling instance went away" if outcome is _HUNG_UP
-                                    else "no answer in time"))
-            if outcome is _HUNG_UP:
-                return "200 OK", [], b""
-        return _json("200 OK", answer(rid, method, outcome, RELAY_LIST_TTL_MS))
-
-
-_HUNG_UP = object()

@@ -1,6 +1,7 @@
 """The streamed answers of a relay (the owner's side of a call between instances), as SSE:
 
-- a call whose request carries a progressToken: its progress notifications, then its answer;
+- a call whose request carries a progressToken: its progress notifications, then its answer
+  (or its next input round);
 - a `subscriptions/listen`: the relayed server's list changes and the updates of the resources it
   names, until the caller hangs up or this instance stops running the server.
 
@@ -20,18 +21,17 @@ import gevent
 import gevent.queue
 import orjson
 
-from actors.downstream.forwarding import progress_relay
 from actors.events.kinds import ResourceUpdated
 from actors.messages import CancelForward, Forward, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
+from actors.serve.relay_rounds import RelayCall, RelayRounds
 from actors.tells import tell
 
 OWNER_CHECK_S = 2.0  # how often a listen checks that it still subscribes through the server's Connection
 _streams = itertools.count(1)
 _HUNG_UP = object()
-_ANSWERED = object()
 # Which catalogue lists each listen notice covers, and the notification that says so.
 _NOTICES = {"tools": ("notifications/tools/list_changed", ("tools",)),
             "prompts": ("notifications/prompts/list_changed", ("prompts",)),
@@ -40,7 +40,7 @@ _NOTICES = {"tools": ("notifications/tools/list_changed", ("tools",)),
 Response = tuple[str, list, Any]
 
 
-def answer(rid, method: str, outcome, list_ttl_ms: int) -> dict:
+def answer(rid, outcome, *, method: str, list_ttl_ms: int) -> dict:
     """The JSON-RPC answer a relayed request gets for a Connection's outcome."""
     if isinstance(outcome, UpstreamError):
         return jsonrpc.error(rid, outcome.code, outcome.message, outcome.data)
@@ -52,47 +52,46 @@ def answer(rid, method: str, outcome, list_ttl_ms: int) -> dict:
     return jsonrpc.result(rid, result)
 
 
-def call_with_progress(environ, ref, rid, method: str, params: dict, caps, deadline_s: float,
-                       shape: Callable[[Any], dict]) -> Response | None:
-    """Forward one request and stream its progress ahead of its answer; None if the Connection is gone."""
-    queue: gevent.queue.SimpleQueue = gevent.queue.SimpleQueue()
-    origin = ("relay-call", next(_streams))
-    token = params["_meta"]["progressToken"]
-    if not tell(ref, Forward(method, params, lambda outcome: queue.put((_ANSWERED, outcome)),
-                             on_progress=progress_relay(token, queue.put), origin=origin, origin_request=rid,
-                             client_capabilities=caps)):
-        return None
-    return "200 OK", list(sse.HEADERS), _progress_frames(environ, queue, ref, origin, rid, deadline_s, shape)
-
-
-def _progress_frames(environ, queue, ref, origin, rid, deadline_s: float, shape) -> Iterator[bytes]:
-    watcher = watch_hangup(environ, lambda: queue.put(_HUNG_UP))
+def progress_frames(environ, call: RelayCall, rounds: RelayRounds, deadline_s: float,
+                    shape: Callable[[Any, Any], dict]) -> Iterator[bytes]:
+    """The SSE answer of a call that asked for progress: each progress notice, then its answer
+    (or its next input round). A caller that hangs up or a deadline that passes cancels the call."""
+    hung_up = object()  # this request's own (see Relay._wait)
+    watcher = watch_hangup(environ, lambda: call.queue.put(hung_up))
     deadline = time.monotonic() + deadline_s
-    answered = False
+    ended = False
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                yield sse.event(jsonrpc.error(rid, jsonrpc.REQUEST_TIMEOUT, f"no answer within {deadline_s:g}s"),
+                yield sse.event(shape(call.rid, UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"{call.server} gave no "
+                                                              f"answer within {deadline_s:g}s", server=call.server)),
                                 name="message")
                 return
             try:
-                item = queue.get(timeout=min(left, sse.KEEPALIVE_S))
+                item = call.queue.get(timeout=min(left, sse.KEEPALIVE_S))
             except gevent.queue.Empty:
                 yield sse.comment()
                 continue
-            if item is _HUNG_UP:
+            if item is hung_up:
                 return
-            if isinstance(item, tuple):  # (_ANSWERED, outcome)
-                answered = True
-                yield sse.event(shape(item[1]), name="message")
+            if isinstance(item, dict):  # a progress notice
+                yield sse.event(item, name="message")
+                continue
+            answered = call.take(item)
+            if answered is not None:
+                ended = True
+                yield sse.event(shape(call.rid, answered.outcome), name="message")
                 return
-            yield sse.event(item, name="message")  # a progress notification
+            if call.waiting and call.queue.empty():
+                ended = True
+                yield sse.event(rounds.park(call), name="message")
+                return
     finally:
         if watcher is not None:
             watcher.kill(block=False)
-        if not answered:  # the caller left, or time ran out: the server stops working on it
-            tell(ref, CancelForward(origin, rid, "the calling instance went away"))
+        if not ended:  # the caller left, or time ran out: the server stops working on it
+            tell(call.ref, CancelForward(call, call.token, "the calling instance went away"))
 
 
 def _urn(ref) -> str | None:

@@ -1,9 +1,12 @@
-"""What streams across instances of a cluster, for a `single` server run by one of two troupes:
-a call made through the other instance hears its progress before its answer, and resource
+"""What streams across instances of a cluster, for `single` servers run by one of two troupes:
+a call made through the other instance hears its progress before its answer; resource
 subscriptions made on both instances reach the server as one subscribe (the owner subscribes
-upstream to their union), bring both clients the server's update, and end with one unsubscribe."""
+upstream to their union), bring both clients the server's update, and end with one unsubscribe;
+and a server's questions in the middle of a call reach the client on the other instance, in
+either era, as input rounds across the relay."""
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -11,6 +14,7 @@ import requests
 import yaml
 
 from tests.e2e.test_cluster_list_changes import META, MODERN, _Stream
+from tests.e2e.test_input_rounds import _both_servers_ask, _check_shown, _config as _input_config
 from tests.support import wait_until
 from tests.support.redis import RedisServer
 from tests.support.troupe import TroupeHttp, server, write_config
@@ -107,3 +111,22 @@ def test_subscriptions_on_two_instances_are_one_subscription_upstream(pair):
             s.close()
     wait_until(lambda: _subscriptions(other)["subscribed"] == [], 20, message="unsubscribed once nobody follows")
     assert _subscriptions(owner)["unsubscribe"] == 1
+
+
+@pytest.mark.parametrize("mode", [MODERN, "legacy"])
+def test_a_servers_questions_reach_a_client_on_another_instance(tmp_path, mode):
+    """server-everything (legacy) elicits and samples, and a modern-only server asks in rounds,
+    while the client that called sits on an instance that does not run them."""
+    redis = RedisServer(tmp_path).start()
+    config = _input_config(tmp_path)
+    config.write_text(config.read_text() + yaml.safe_dump({"cluster": {"redis": redis.url, "lease": 5}}))
+    troupes = [TroupeHttp(config, env={"TROUPE_CONFIG_DIR": str(tmp_path)}) for _ in range(2)]
+    try:
+        wait_until(lambda: all(s["state"] == "ready" for t in troupes for s in _status(t)["servers"]), 60,
+                   message="both servers ready on both instances")
+        target = next(t for t in troupes if "everything" not in _status(t)["cluster"]["owned"])
+        _check_shown(asyncio.run(asyncio.wait_for(_both_servers_ask(target.url, mode), 90)))
+    finally:
+        for t in troupes:
+            t.stop()
+        redis.stop()
