@@ -17,6 +17,7 @@ from actors.cluster.shared import SharedState
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from actors.messages import ApplyServers, ControlServer, GetStatus
 from actors.protocol import mcp, request_state
+from actors.supervision.placing import Placement
 from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
@@ -79,7 +80,8 @@ class Runtime:
                                            mode=self.config.serve.mode, directory=self.servers,
                                            settled=self.settled, client_capabilities=self.client_caps,
                                            route_server_request=route_server_request, trust_box=self.trust,
-                                           clustered=self.cluster is not None)
+                                           placement=Placement(self.cluster is not None,
+                                                               self.shared.eras() if self.shared else None))
         for ref in (self.registry, self.supervisor):
             self.keeper.tell(WatchTrust(ref))
         if self._discovery_enabled():

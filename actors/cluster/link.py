@@ -36,6 +36,7 @@ class RedisLink:
                                            socket_connect_timeout=COMMAND_TIMEOUT_S, retry_on_timeout=False)
         self.url, self.prefix = url, prefix
         self.up = False
+        self.failed = False  # the last command failed (not merely: none made yet)
         self.since = time.time()
         self.reason = "not connected yet"
 
@@ -50,7 +51,7 @@ class RedisLink:
             self._down(f"{type(exc).__name__}: {exc}")
             raise LinkDown(self.reason) from None
         if not self.up:
-            self.up, self.since, self.reason = True, time.time(), ""
+            self.up, self.failed, self.since, self.reason = True, False, time.time(), ""
             logger.info("cluster: Redis at {} is up", shown_redis(self.url))
         return result
 
@@ -59,7 +60,7 @@ class RedisLink:
             logger.warning("cluster: Redis at {} is down: {}", shown_redis(self.url), reason)
         if self.up:
             self.since = time.time()
-        self.up, self.reason = False, reason
+        self.up, self.failed, self.reason = False, True, reason
 
     def status(self) -> dict:
         return {"redis": shown_redis(self.url), "up": self.up, "since": self.since, "reason": self.reason}

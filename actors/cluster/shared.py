@@ -1,6 +1,6 @@
 """State every instance of a cluster shares through Redis, so any instance behaves the same:
 the trust ledger (operator decisions, pins, withheld definitions), discovery registrations,
-the MRTR requestState sealing key, and the event bus (see bridge.py).
+the MRTR requestState sealing key, the servers' protocol eras, and the event bus (see bridge.py).
 
 A single troupe keeps these in files beside its config (approvals.json, services.db,
 request-state.key). In a cluster Redis is the source of truth and those files are not written:
@@ -10,10 +10,12 @@ an existing troupe into a cluster keeps what its operator approved.
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from typing import Any, Callable, Mapping
 
+import gevent
 import orjson
 from loguru import logger
 
@@ -39,6 +41,9 @@ class SharedState:
 
     def store(self) -> "RedisStore":
         return RedisStore(self.link)
+
+    def eras(self) -> "EraBook":
+        return EraBook(self.link)
 
     def state_key(self) -> bytes:
         """The cluster's requestState key: created once (SET NX), then the same for every instance,
@@ -165,3 +170,38 @@ class RedisStore:
 
     def close(self) -> None:
         pass  # the link is SharedState's
+
+
+class EraBook:
+    """Protocol era verdicts (modern | legacy) by server identity, one Redis hash: the instance
+    that probed a server says what it found, so the next one to run it (a new owner after a
+    move, every instance of a replicated server) opens it in its era without probing. Identities
+    are hashed (a launch line may carry secrets). A read is one HGET, not tried while Redis is
+    known to be down; a write goes on a greenlet of its own, so the Supervisor never waits on Redis for it.
+    With Redis down there is no verdict (the server is probed) and nothing is written."""
+
+    def __init__(self, link: RedisLink) -> None:
+        self.link = link
+        self.hash = link.key("eras")
+
+    @staticmethod
+    def _field(identity: str) -> str:
+        return hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()[:32]
+
+    def get(self, identity: str) -> str | None:
+        if self.link.failed:  # down: not worth a timeout on every spawn (the heartbeat probes it)
+            return None
+        try:
+            raw = self.link.run(lambda r: r.hget(self.hash, self._field(identity)))
+        except LinkDown:
+            return None
+        era = raw.decode("ascii", "replace") if raw else None
+        return era if era in ("modern", "legacy") else None
+
+    def put(self, identity: str, era: str) -> gevent.Greenlet:
+        def write() -> None:
+            try:
+                self.link.run(lambda r: r.hset(self.hash, self._field(identity), era))
+            except LinkDown:
+                pass  # the next instance probes, as a troupe alone does
+        return gevent.spawn(write)

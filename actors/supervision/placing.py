@@ -24,8 +24,9 @@ class Placement:
     """The Supervisor's book of leases (it alone reads and writes it): each `single` server's
     last LeaseChanged, and the launch config that follows from it."""
 
-    def __init__(self, clustered: bool) -> None:
+    def __init__(self, clustered: bool, eras=None) -> None:
         self.clustered = clustered
+        self.eras = eras  # the cluster's shared era verdicts (shared.EraBook), or None
         self.token: str | None = None  # the cluster secret relays present; set once the cluster is joined
         self.auth_token: str | None = None  # the clients' bearer token, which a relay must also carry
         self.leases: dict[str, LeaseChanged] = {}
@@ -40,6 +41,21 @@ class Placement:
         before = self.leases.get(change.server)
         self.leases[change.server] = change
         return before is None or (before.owner, before.url, before.mine) != (change.owner, change.url, change.mine)
+
+    def era(self, child) -> str | None:
+        """The era to open `child` in: its own last verdict, else the cluster's (None: probe)."""
+        known = child.known_era()
+        if known is None and self.eras is not None:
+            known = self.eras.get(trust.identity_key(child.config))
+        return known
+
+    def learned(self, child, era: str) -> None:
+        """`child`'s server showed its era: remembered on the child, and told to the cluster."""
+        before = child.known_era()
+        identity = trust.identity_key(child.config)
+        child.era = (identity, era)
+        if self.eras is not None and before != era:
+            self.eras.put(identity, era)
 
     def owner(self, name: str) -> str | None:
         lease = self.leases.get(name)

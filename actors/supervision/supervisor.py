@@ -54,23 +54,22 @@ class Supervisor(pykka.ThreadingActor):
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
                  directory: DirectoryBox | None = None, settled: gevent.event.Event | None = None,
-                 route_server_request=None, trust_box: TrustBox | None = None, clustered: bool = False) -> None:
+                 route_server_request=None, trust_box: TrustBox | None = None, placement=None) -> None:
         super().__init__()
         # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
         self.trust = trust_box or TrustBox()
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
-        self.transport_factory = transport_factory
-        self.client_capabilities = client_capabilities  # what upstreams are told troupe can relay
+        # What upstreams are told troupe can relay, and who their requests for a client go to.
+        self.transport_factory, self.client_capabilities = transport_factory, client_capabilities
         self.route_server_request = route_server_request
         self.children: dict[str, Child] = {}  # ours alone; others read self.directory.current
         self.directory = directory if directory is not None else DirectoryBox()
-        self.started_at = time.time()
-        self.url: str | None = None
+        self.started_at, self.url = time.time(), None
         self.settled = settled if settled is not None else gevent.event.Event()
         self._initial = tuple(servers)
         self._log_levels: dict = {}  # session → the level it asked for
         self.log_level: str | None = None  # upstreams log at the most verbose level any session asked for
-        self.placement = Placement(clustered)
+        self.placement = placement or Placement(clustered=False)  # where each server runs, in a cluster
         self._keeper: pykka.ActorRef | None = None  # the lease keeper, once the cluster is joined
         self._relays: set[str] = set()  # servers whose live Connection relays to their owner
 
@@ -118,7 +117,7 @@ class Supervisor(pykka.ThreadingActor):
                     child.retire(gen, stats)
             case EraLearned(server=name, generation=gen, era=era) if self._current(name, gen) \
                     and name not in self._relays:  # a relay's era is the owner's front, not the server's
-                self.children[name].era = (trust.identity_key(self.children[name].config), era)
+                self.placement.learned(self.children[name], era)
             case ConnectionReady():
                 self._on_ready(message)
             case ConnectionFailed():
@@ -241,7 +240,8 @@ class Supervisor(pykka.ThreadingActor):
                                      transport_factory=self.transport_factory,
                                      client_capabilities=self.client_capabilities, bus=self.bus,
                                      route_server_request=self.route_server_request, log_level=self.log_level,
-                                     hung_after=child.policy.hung_after, era=MODERN if relay else child.known_era())
+                                     hung_after=child.policy.hung_after,
+                                     era=MODERN if relay else self.placement.era(child))
 
     def _session_log_level(self, session, level: str | None) -> None:
         """Upstreams log at the most verbose level any session asked for; each session filters."""

@@ -51,7 +51,8 @@ def run(command: str, argv: list[str]) -> int:
     elif command == "approvals":
         print(render(result))
     else:
-        print(f"{result['server']}: {result['decision']} ({result.get('launch') or ''})")
+        where = f", recorded in {result['approvals_file']}" if result.get("approvals_file") else ""
+        print(f"{result['server']}: {result['decision']} ({result.get('launch') or ''}){where}")
     return EXIT_OK
 
 
@@ -101,7 +102,11 @@ def _local(command: str, args) -> Any:
     config = config_mod.load(args.config)
     home = args.home or config.discovery.get("home")
     path = config.approvals_file or ledger.default_path(os.path.expanduser(home) if home else None)
-    book = ledger.Ledger(path)
+    book: Any = ledger.Ledger(path)
+    if config.cluster is not None:  # a cluster's approvals live in its Redis, for every instance
+        from actors.cluster.shared import SharedState
+        book = SharedState(config.cluster).ledger(path)
+        path = book.path
     snapshot = ledger.snapshot(book.read(), 1)
     servers = list(config.servers) + list(_discovered(config, args))
     if command == "approvals":

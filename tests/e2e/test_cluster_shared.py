@@ -6,6 +6,8 @@ directory, so nothing here can pass through a shared approvals file."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
 import time
 
@@ -235,3 +237,53 @@ def test_a_registration_on_one_instance_is_served_by_the_others(tmp_path, redis)
         for t in troupes:
             if t.proc.poll() is None:
                 t.stop()
+
+
+def test_an_era_found_by_one_instance_spares_the_others_the_probe(tmp_path, redis):
+    """A replicated legacy server that exits on `server/discover`: the first instance probes it
+    (and starts it again with initialize); an instance started later reads the cluster's verdict
+    and opens it with initialize at once."""
+    record = tmp_path / "methods.txt"
+    entry = server("strict", "tests.servers.strict_legacy", "--record", str(record), pin=False)
+    entry["placement"] = "replicated"
+    config = write_config(tmp_path, [entry], mode="flat", json_response=True)
+    config.write_text(config.read_text() + yaml.safe_dump({"cluster": {"redis": redis.url, "lease": 3}}))
+    troupes = [TroupeHttp(config, env={"TROUPE_CONFIG_DIR": str(tmp_path / "conf0")})]
+    try:
+        wait_until(lambda: _status(troupes[0])["servers"][0]["state"] == "ready", 30,
+                   message="the first instance's server ready")
+        assert _status(troupes[0])["servers"][0]["era"] == "legacy"
+        first = record.read_text().splitlines()
+        assert [line.split()[1] for line in first][:2] == ["server/discover", "initialize"], first
+        troupes.append(TroupeHttp(config, env={"TROUPE_CONFIG_DIR": str(tmp_path / "conf1")}))
+        wait_until(lambda: _status(troupes[1])["servers"][0]["state"] == "ready", 30,
+                   message="the second instance's server ready")
+        later = [line.split()[1] for line in record.read_text().splitlines()[len(first):]]
+        assert later[0] == "initialize" and "server/discover" not in later, later
+        assert McpHttp(troupes[1].url).call("strict__echo", {"text": "hi"})["result"]["content"][0]["text"] == "hi"
+    finally:
+        for t in troupes:
+            t.stop()
+
+
+def test_troupe_approve_offline_decides_for_the_whole_cluster(cluster, tmp_path):
+    """`troupe approve NAME` with a cluster's config, no --url and a config directory of its own,
+    writes the decision to the cluster's Redis: every running instance stops withholding."""
+    troupes = cluster
+    wait_until(lambda: all(next(s for s in _status(t)["servers"] if s["name"] == "rug")["state"] == "ready"
+                           for t in troupes), 30, message="rug ready on every instance")
+    client = McpHttp(troupes[0].url)
+    try:
+        client.request("tools/list")
+        assert "flipped" in json.dumps(client.call("rug__flip"))
+    finally:
+        client.close()
+    wait_until(lambda: all(("tool", "weather", "changed") in _waiting(t) for t in troupes), 20,
+               message="the withheld tool listed on every instance")
+    done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "rug", "--config", str(tmp_path / "troupe.yaml")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TROUPE_CONFIG_DIR": str(tmp_path / "cli-home")})
+    assert done.returncode == 0, done.stderr
+    assert "Redis" in done.stdout, done.stdout  # it says where the decision went
+    wait_until(lambda: not any(_waiting(t) for t in troupes), 10, message="the approval seen everywhere")
+    assert not (tmp_path / "cli-home" / "approvals.json").exists()
