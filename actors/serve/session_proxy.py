@@ -59,7 +59,9 @@ class SessionProxy:
 
     def __init__(self, runtime) -> None:
         self.rt = runtime
-        self.http = requests.Session()  # keep-alive to the other instances: one hop, no new handshake
+        self.http = requests.Session()
+        self.http.trust_env = False  # instance to instance: never through a proxy of the environment
+        # keep-alive to the other instances: one hop, no new handshake
         self._owners: dict[str, tuple[float, str]] = {}
         self.proxied = 0  # requests passed to another instance since start, for GET /status
 
