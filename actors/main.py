@@ -27,6 +27,8 @@ def _serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=config_mod.MODES, help="meta: meta-tools only; flat: every tool")
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (0 = any free port)")
+    p.add_argument("--profile", help="serve in this profile (profiles: in the config): the stdio client's view, "
+                                     "and that of HTTP clients not named in serve.clients")
     p.add_argument("--redis", help="join a cluster of troupe instances sharing this Redis (redis://HOST:PORT/DB)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     p.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
@@ -41,7 +43,8 @@ def serve(argv: list[str]) -> int:
     logs.setup(args.log_level, args.log_json)
     try:
         config = config_mod.with_overrides(config_mod.load(args.config), transport=args.transport, mode=args.mode,
-                                           host=args.host, port=args.port, redis=args.redis)
+                                           host=args.host, port=args.port, redis=args.redis,
+                                           profile=args.profile)
     except config_mod.ConfigError as exc:
         print("troupe: config error:\n" + "\n".join(f"  {p}" for p in exc.problems), file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ CORE_TOOLS = (
           {"limit": {"type": "integer", "minimum": 1, "maximum": 500}}),
 )
 CORE_NAMES = frozenset(t["name"] for t in CORE_TOOLS)
+BY_NAME = {t["name"]: t for t in CORE_TOOLS}
 # Operator acts a model must not take unless the operator says so (serve.client_admin: true):
 # a client of the MCP endpoint may be steered by a prompt injection.
 ADMIN_TOOLS = frozenset({"core_service_restart", "core_service_stop", "core_service_start",

@@ -25,18 +25,20 @@ class ResourceCalls:
         subscriptions: ClientSubscriptions
         _served_version: dict[str, int]
 
+        def catalogue(self) -> Catalogue: ...
+        def passthrough_server(self) -> str | None: ...
         def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
 
     def _resources_list(self, rid, params, sink, msg) -> None:
-        cat = self.rt.catalogue()
+        cat = self.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
             self._served_version["resources"] = cat.version
         self._paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
 
     def _templates_list(self, rid, params, sink, msg) -> None:
-        cat = self.rt.catalogue()
+        cat = self.catalogue()
         self._paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
 
     def _resources_read(self, rid, params, sink, msg) -> None:
@@ -49,20 +51,20 @@ class ResourceCalls:
                       passthrough(lambda r: restore_uris(r, original, uri)))
 
     def _prompts_list(self, rid, params, sink, msg) -> None:
-        cat = self.rt.catalogue()
+        cat = self.catalogue()
         if modern.envelope_of(sink) is None:
             self._served_version["prompts"] = cat.version
         self._paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
 
     def _prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")
-        cat = self.rt.catalogue()
+        cat = self.catalogue()
         entry = cat.prompt(name) if isinstance(name, str) else None
         held = cat.withheld_prompt(name) if entry is None and isinstance(name, str) else None
         if held is not None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, held.message()))
             return
-        if entry is None and isinstance(name, str) and (bare := self.rt.passthrough_server()) is not None:
+        if entry is None and isinstance(name, str) and (bare := self.passthrough_server()) is not None:
             self._forward(rid, bare, "prompts/get", params, sink, passthrough())
             return
         if entry is None:
@@ -71,7 +73,7 @@ class ResourceCalls:
         self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, passthrough())
 
     def _resource_owner(self, uri) -> tuple[str, str] | None:
-        return routing.resource_owner(self.rt.catalogue(), self.rt.passthrough_server(), uri)
+        return routing.resource_owner(self.catalogue(), self.passthrough_server(), uri)
 
     def _owner_or_not_found(self, rid, uri, sink) -> tuple[str, str] | None:
         """The owner of `uri`, or None after answering the request with resource-not-found."""
@@ -104,7 +106,7 @@ class ResourceCalls:
         sink(jsonrpc.result(rid, {}))
 
     def _complete(self, rid, params, sink, msg) -> None:
-        target = routing.completion_target(self.rt.catalogue(), self.rt.passthrough_server(), params)
+        target = routing.completion_target(self.catalogue(), self.passthrough_server(), params)
         if target is None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"no prompt or resource matches ref {params.get('ref')!r}"))
             return

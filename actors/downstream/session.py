@@ -9,6 +9,7 @@ from loguru import logger
 
 from actors.downstream.client_requests import AnswerOverdue, ClientRequests
 from actors.downstream.client_subscriptions import ClientSubscriptions
+from actors.downstream.client_view import ClientView
 from actors.downstream.lifecycle import Lifecycle
 from actors.downstream.forwarding import IDEMPOTENT_METHODS, ForwardedCalls, Retry, progress_relay, retry_when_back
 from actors.downstream.listens import Listens, ListenSubscribed
@@ -49,7 +50,7 @@ class _Deferred:
         self.message, self.sink, self.principal = message, sink, principal
 
 
-class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, pykka.ThreadingActor):
+class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, ClientView, pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
     resource subscriptions and its open subscriptions/listen streams; reads the catalogue and
@@ -69,9 +70,10 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, pyk
     Runtime), and its answers and notifications to the client through its sinks.
     """
 
-    def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None) -> None:
+    def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None, client=None) -> None:
         super().__init__()
         self.rt = runtime
+        self._init_view(client)  # its client (serve.clients) and that client's profile: what it may see
         self.key = key or f"s{next(_session_ids)}"
         self.notify = notify  # sink for unsolicited messages (list_changed); None = cannot receive
         self.client_caps: dict = {}
@@ -128,6 +130,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, pyk
                 finally:
                     self._after_wait = False
             case CatalogueUpdated(lists=lists, version=version):
+                lists = self.changed_in_view(lists)  # a change this client cannot see is no news to it
                 self._list_changed(lists, version)
                 self.listens.list_changed([k for k in lists if not (k == "tools" and self.mode == "meta")])
             case ListenSubscribed():

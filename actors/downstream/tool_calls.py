@@ -27,6 +27,9 @@ class ToolCalls:
 
         def _starting_up(self) -> bool: ...
         def _defer(self, msg, sink) -> None: ...
+        def catalogue(self) -> Catalogue: ...
+        def passthrough_server(self) -> str | None: ...
+        def sees_core(self, tool: dict) -> bool: ...
         def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
@@ -35,12 +38,12 @@ class ToolCalls:
         if self._starting_up():
             self._defer(msg, sink)
             return
-        cat = self.rt.catalogue()
+        cat = self.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
             self._served_version["tools"] = cat.version
         admin = self.rt.config.serve.client_admin
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        tools += coretools.listed(admin)
+        tools += [t for t in coretools.listed(admin) if self.sees_core(t)]
         self._paged(rid, params, sink, tools, "tools", cat, (self.mode, admin))
 
     def _tools_call(self, rid, params, sink, msg) -> None:
@@ -53,11 +56,11 @@ class ToolCalls:
         if not isinstance(args, dict):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
             return
-        if name in coretools.CORE_NAMES:
+        if name in coretools.CORE_NAMES and self.sees_core(coretools.BY_NAME[name]):
             rt = self.rt
             gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt))))
             return
-        cat = self.rt.catalogue()
+        cat = self.catalogue()
         if self.mode == "meta" and name in metatools.META_NAMES:
             self._meta(rid, name, args, params, sink, cat, msg)
             return
@@ -69,7 +72,7 @@ class ToolCalls:
         if entry is None and self._starting_up():
             self._defer(msg, sink)  # its server may still be starting
             return
-        bare = self.rt.passthrough_server() if entry is None and self.mode == "flat" else None
+        bare = self.passthrough_server() if entry is None and self.mode == "flat" else None
         if bare is not None:
             self._forward(rid, bare, "tools/call", params, sink, passthrough())
             return
@@ -80,7 +83,7 @@ class ToolCalls:
         self._call(rid, entry, args, params, sink)
 
     def _call(self, rid, entry, args, params, sink) -> None:
-        problem = validation.problems(self.rt.catalogue().validator(entry), args)
+        problem = validation.problems(self.catalogue().validator(entry), args)
         if problem is not None:  # caught here, the model gets a precise reason and no server is bothered
             sink(jsonrpc.result(rid, metatools.text_result(
                 f"invalid arguments for {entry.name}: {problem}. describe_tool shows its schema."

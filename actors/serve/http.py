@@ -93,9 +93,14 @@ class App:
         report = self.rt.status()
         report["sessions"] = {**self.mcp.sessions.summary(), "proxied": self.mcp.proxy.proxied}
         report["modern"] = self.mcp.modern.summary()
+        report["clients"] = self.client_report()
         if self.front is not None:
             report["connections"] = self.front.figures()
         return report
+
+    def client_report(self) -> dict:
+        """Requests, tool calls and open sessions by client name (serve.clients), with each profile."""
+        return self.mcp.clients.report(self.mcp.sessions.by_client())
 
     def _events(self, environ):
         """The event bus as SSE: recent history first, then live events."""

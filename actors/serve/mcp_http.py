@@ -9,9 +9,11 @@ import gevent.queue
 
 from actors.protocol import jsonrpc, mcp
 from actors.serve import sse_framing as sse
+from actors.serve.client_counts import ClientCounts
 from actors.serve.listener import watch_hangup
 from actors.serve.modern_http import ModernFront, routes_modern
 from actors.serve.relay import Relay, is_relay
+from actors.serve.security import CLIENT_KEY
 from actors.serve.session_proxy import SessionProxy, tag_of
 from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
 
@@ -41,6 +43,7 @@ class McpHttp:
         self.modern = ModernFront(runtime)
         self.relay = Relay(runtime)
         self.proxy = SessionProxy(runtime)  # legacy sessions owned by another instance of the cluster
+        self.clients = ClientCounts(serve.clients)  # requests by client name, for /status and /metrics
 
     def close(self) -> list:
         """Close every session and end every modern request; returns their Session actor refs."""
@@ -74,6 +77,7 @@ class McpHttp:
             msg = jsonrpc.decode(body)
         except ValueError as exc:
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
+        self.clients.note(environ.get(CLIENT_KEY), msg)
         if routes_modern(environ, msg):  # stateless: no session issued, required or looked at
             return self.modern.post(environ, msg)
         if isinstance(msg, list) and msg:
@@ -89,15 +93,16 @@ class McpHttp:
             return _json("400 Bad Request", jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST,
                                                           "Mcp-Session-Id header required (initialize first)"))
         if "method" not in msg or "id" not in msg:  # notification or response: nothing to wait for
-            hs = self.sessions.touch(sid)
+            hs = self.sessions.touch(sid, client=environ.get(CLIENT_KEY))
             if hs is None or not self._send(hs, msg, hs.notify):
                 return _gone(msg.get("id"))
             return "202 Accepted", [], b""
         if created and (refusal := self.proxy.refusal()) is not None:
             return _json("503 Service Unavailable", jsonrpc.error(msg["id"], jsonrpc.SERVER_UNAVAILABLE, refusal),
                          [("Retry-After", str(RETRY_AFTER_S))])
-        taken = self.sessions.open(legacy=False, rid=msg["id"], tag=self.proxy.tag()) if created \
-            else self.sessions.acquire(sid, msg["id"])
+        client = environ.get(CLIENT_KEY)
+        taken = self.sessions.open(legacy=False, rid=msg["id"], tag=self.proxy.tag(), client=client) if created \
+            else self.sessions.acquire(sid, msg["id"], client=client)
         if taken is None:
             return self._full(msg["id"]) if created else _gone(msg["id"])
         hs, replies = taken
@@ -135,12 +140,13 @@ class McpHttp:
         if not sid:
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
                                                           "a batch needs a live Mcp-Session-Id"))
+        client = environ.get(CLIENT_KEY)
         if not any(isinstance(m, dict) and "method" in m and "id" in m for m in batch):
-            hs = self.sessions.touch(sid)
+            hs = self.sessions.touch(sid, client=client)
             if hs is None or not self._send(hs, batch, hs.notify):
                 return _gone(None)
             return "202 Accepted", [], b""
-        taken = self.sessions.acquire(sid, None)
+        taken = self.sessions.acquire(sid, None, client=client)
         if taken is None:
             return _gone(None)
         hs, replies = taken
@@ -166,7 +172,7 @@ class McpHttp:
         elsewhere = self.proxy.route(environ, sid, b"", _stream_gone) if sid else None
         if elsewhere is not None:
             return elsewhere
-        taken = self.sessions.open_stream(sid) if sid else None
+        taken = self.sessions.open_stream(sid, environ.get(CLIENT_KEY)) if sid else None
         if taken is None:
             return _plain("404 Not Found" if sid else "400 Bad Request", "unknown or missing Mcp-Session-Id")
         hs, stream = taken
@@ -181,8 +187,7 @@ class McpHttp:
         elsewhere = self.proxy.route(environ, sid, b"", _stream_gone) if sid else None
         if elsewhere is not None:
             return elsewhere
-        if not self.sessions.close(sid, "session deleted by client",
-                                   legacy=False):
+        if not self.sessions.close(sid, "session deleted by client", legacy=False, client=environ.get(CLIENT_KEY)):
             return _plain("404 Not Found", "unknown session")
         return "200 OK", [], b""
 
@@ -193,7 +198,7 @@ class McpHttp:
         if refusal is not None:
             status, headers, body = _plain("503 Service Unavailable", refusal)
             return status, [*headers, ("Retry-After", str(RETRY_AFTER_S))], body
-        taken = self.sessions.open(legacy=True, tag=self.proxy.tag())
+        taken = self.sessions.open(legacy=True, tag=self.proxy.tag(), client=environ.get(CLIENT_KEY))
         if taken is None:
             return self._full(legacy=True)
         hs, _ = taken
@@ -219,7 +224,7 @@ class McpHttp:
             if elsewhere is not None:
                 return elsewhere
             return _plain("404 Not Found", "unknown session_id")
-        hs = self.sessions.touch(sid, legacy=True)
+        hs = self.sessions.touch(sid, legacy=True, client=environ.get(CLIENT_KEY))
         if hs is None:
             return _plain("404 Not Found", "unknown session_id")
         body, problem = _read_body(environ)
@@ -230,6 +235,7 @@ class McpHttp:
         except ValueError as exc:
             hs.notify(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
             return _plain("400 Bad Request", "invalid JSON")
+        self.clients.note(environ.get(CLIENT_KEY), msg)
         if not self._send(hs, msg, hs.notify):  # every answer travels on the SSE stream
             return _plain("404 Not Found", "session closed")
         return "202 Accepted", [("Content-Type", "text/plain")], b"Accepted"

@@ -17,8 +17,9 @@ STATES = tuple(state.value for state in ServerState)  # every state, so a waitin
 class TroupeCollector:
     """A custom collector: reads the runtime at scrape time, so nothing is double-booked."""
 
-    def __init__(self, runtime):
+    def __init__(self, runtime, clients=None):
         self.rt = runtime
+        self.clients = clients  # () -> the front's figures by client name (http.App.client_report)
 
     def describe(self):
         # An empty describe keeps registration from calling collect() (that would ask the supervisor).
@@ -30,6 +31,8 @@ class TroupeCollector:
         yield from _troupe(report)
         yield from _servers(servers)
         yield from _discovery(report.get("discovery"))
+        if self.clients is not None:
+            yield from _clients(self.clients())
 
 
 def _troupe(report: dict):
@@ -116,10 +119,24 @@ def _discovery(disc):
         yield g
 
 
-def registry_for(runtime) -> CollectorRegistry:
+def _clients(report: dict):
+    """Per client of serve.clients (by name, never by token)."""
+    label = ["client", "profile"]
+    requests = CounterMetricFamily("troupe_client_requests", "JSON-RPC requests the client sent.", labels=label)
+    calls = CounterMetricFamily("troupe_client_tool_calls", "tools/call requests the client sent.", labels=label)
+    sessions = GaugeMetricFamily("troupe_client_sessions", "The client's open HTTP sessions.", labels=label)
+    for name, figures in report.items():
+        labels = [name, figures.get("profile") or ""]
+        requests.add_metric(labels, figures["requests"])
+        calls.add_metric(labels, figures["tool_calls"])
+        sessions.add_metric(labels, figures["sessions"])
+    yield from (requests, calls, sessions)
+
+
+def registry_for(runtime, clients=None) -> CollectorRegistry:
     """A private registry (never the global one): several runtimes may share a process."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(TroupeCollector(runtime))
+    registry.register(TroupeCollector(runtime, clients))
     # process_resident_memory_bytes, process_open_fds, CPU, start time: read from /proc/self.
     ProcessCollector(registry=registry)
     return registry
@@ -127,6 +144,6 @@ def registry_for(runtime) -> CollectorRegistry:
 
 def install(app) -> None:
     """Register GET /metrics on an http.App (one registry per app, built once)."""
-    registry = registry_for(app.rt)
+    registry = registry_for(app.rt, app.client_report)
     app.extra_routes[("GET", "/metrics")] = \
         lambda environ: ("200 OK", [("Content-Type", CONTENT_TYPE)], generate_latest(registry))

@@ -18,6 +18,7 @@ import gevent.queue
 import pykka
 from loguru import logger
 
+from actors.catalogue import views
 from actors.downstream.session import Session
 from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc, mcp, modern
@@ -25,6 +26,7 @@ from actors.protocol.mcp import MODERN_VERSIONS
 from actors.protocol.modern import HEADER_MISMATCH
 from actors.serve import modern_headers, sse_framing as sse
 from actors.serve.listener import SOCKET_KEY
+from actors.serve.security import CLIENT_KEY
 from actors.serve.modern_headers import HeaderMismatch, header
 
 LISTEN = "subscriptions/listen"
@@ -43,6 +45,7 @@ STATUS = {jsonrpc.PARSE_ERROR: "400 Bad Request", jsonrpc.INVALID_REQUEST: "400 
 QUICK_S = 0.05
 SESSION_CHECK_S = 5.0  # how often a waiting request checks that its Session still lives
 _HUNG_UP = object()  # reply queue sentinel: the client closed the response
+_ABSENT = object()
 _CLOSING = object()  # reply queue sentinel: troupe is stopping
 
 Response = tuple[str, list, Any]
@@ -83,10 +86,10 @@ class _Call:
     """One modern request in flight: the client's id, troupe's id for it, the queue its Session
     answers into, and the Session generation it went to."""
 
-    __slots__ = ("client_id", "our_id", "replies", "listen", "session", "answered")
+    __slots__ = ("client_id", "our_id", "replies", "listen", "session", "answered", "client")
 
-    def __init__(self, client_id, our_id: str, listen: bool, session):
-        self.client_id, self.our_id, self.listen = client_id, our_id, listen
+    def __init__(self, client_id, our_id: str, listen: bool, session, client=None):
+        self.client_id, self.our_id, self.listen, self.client = client_id, our_id, listen, client
         # SimpleQueue: unbounded like Queue, without the task accounting nobody here uses; it costs
         # half as much to make, once per request.
         self.replies: gevent.queue.SimpleQueue = gevent.queue.SimpleQueue()
@@ -131,15 +134,16 @@ class _HangupWatch:
 
 
 class ModernFront:
-    """The stateless path of POST /mcp. Owns the modern Session (started on first use, replaced
-    if it dies) and the table of modern requests in flight; handler greenlets change them only
-    through these methods, under one lock. Tells the Session ClientMessage (each request, and a
+    """The stateless path of POST /mcp. Owns the modern Sessions, one per client of serve.clients
+    (each served in its client's profile; one for all when there are none), started on first use
+    and replaced if one dies, and the table of modern requests in flight; handler greenlets change
+    them only through these methods, under one lock. Tells the Session ClientMessage (each request, and a
     `notifications/cancelled` when its client closes the response) and ClientGone at shutdown."""
 
     def __init__(self, runtime):
         self.rt = runtime
         self._lock = threading.Lock()  # a gevent lock once patched
-        self._session: Any = None
+        self._sessions: dict[Any, Any] = {}  # client name (None: no client named) → its Session
         self._generations = itertools.count(1)
         self._ids = itertools.count(1)
         self._calls: dict[str, _Call] = {}
@@ -174,10 +178,10 @@ class ModernFront:
             if refused is not None:  # checked before the headers, as the spec orders them
                 return _json("400 Bad Request", refused)
             try:
-                modern_headers.check(environ, msg, self._tool_schema(msg))
+                modern_headers.check(environ, msg, self._tool_schema(msg, environ.get(CLIENT_KEY)))
             except HeaderMismatch as exc:
                 return _json("400 Bad Request", jsonrpc.error(rid, HEADER_MISMATCH, str(exc)))
-        call = self._open(rid, method == LISTEN)
+        call = self._open(rid, method == LISTEN, environ.get(CLIENT_KEY))
         if call is None:
             return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                   "troupe is shutting down"))
@@ -287,31 +291,37 @@ class ModernFront:
                 SUBSCRIPTION_META: call.client_id, modern.META_SERVER_INFO: mcp.SERVER_INFO}})
         return jsonrpc.error(call.client_id, jsonrpc.SERVER_UNAVAILABLE, "troupe is shutting down")
 
-    def _tool_schema(self, msg: dict):
-        """The inputSchema troupe lists for the called tool (flat mode), for the Mcp-Param-* rule."""
+    def _tool_schema(self, msg: dict, client):
+        """The inputSchema troupe lists for the called tool (flat mode), for the Mcp-Param-* rule:
+        as the client's profile shows it (a hidden tool has none, and is unknown to the Session)."""
         params = msg.get("params")
         if msg.get("method") != "tools/call" or not isinstance(params, dict) or self.rt.config.serve.mode != "flat":
             return None
-        entry = self.rt.catalogue().tool(params.get("name")) if isinstance(params.get("name"), str) else None
+        name = params.get("name")
+        cat = views.view(self.rt.catalogue(), views.profile_of(self.rt.config, client))
+        entry = cat.tool(name) if isinstance(name, str) else None
         return None if entry is None else entry.definition.get("inputSchema")
 
     # ---------------------------------------------------------------- the table and the Session
 
-    def _open(self, client_id, listen: bool) -> _Call | None:
-        """A new call in the table, bound to the live Session (started if there is none): one lock
-        taken per request for both, not one each."""
+    def _open(self, client_id, listen: bool, client=None) -> _Call | None:
+        """A new call in the table, bound to its client's live Session (started if there is none):
+        one lock taken per request for both, not one each."""
         with self._lock:
             if self._closed:
                 return None
-            call = _Call(client_id, f"h{next(self._ids)}", listen, self._live_session())
+            call = _Call(client_id, f"h{next(self._ids)}", listen, self._live_session(client), client)
             self._calls[call.our_id] = call
             return call
 
-    def _live_session(self):
-        """The modern Session, started if there is none (the caller holds the lock)."""
-        if self._session is None:
-            self._session = Session.start(self.rt, notify=None, key=f"http-modern-{next(self._generations)}")
-        return self._session
+    def _live_session(self, client):
+        """`client`'s modern Session, started if there is none (the caller holds the lock)."""
+        key = client.name if client is not None else None
+        ref = self._sessions.get(key)
+        if ref is None:
+            ref = self._sessions[key] = Session.start(self.rt, notify=None, client=client,
+                                                      key=f"http-modern-{next(self._generations)}")
+        return ref
 
     def _forget(self, call: _Call) -> None:
         with self._lock:
@@ -346,34 +356,34 @@ class ModernFront:
             with self._lock:
                 if self._closed:
                     return False
-                call.session = self._live_session()
+                call.session = self._live_session(call.client)
         return False
 
     def _session_died(self, ref) -> None:
         with self._lock:
-            if self._session is not ref:
+            key = next((k for k, v in self._sessions.items() if v is ref), _ABSENT)
+            if key is _ABSENT:
                 return  # someone noticed first and answered its calls already
-            self._session = None
+            del self._sessions[key]
             orphans = [c for c in self._calls.values() if c.session is ref]
         logger.warning("http: the modern Session stopped; {} open request(s) answered with an error", len(orphans))
         for call in orphans:
             call.replies.put(jsonrpc.error(call.our_id, jsonrpc.INTERNAL_ERROR, "troupe: its session stopped"))
 
     def close(self) -> list:
-        """troupe stops: every open request is ended (a listen gracefully), the Session stopped.
-        Returns the Session's ref (to wait for), if one was started."""
+        """troupe stops: every open request is ended (a listen gracefully), the Sessions stopped.
+        Returns their refs (to wait for)."""
         with self._lock:
             self._closed = True
-            calls, ref, self._session = list(self._calls.values()), self._session, None
+            calls, refs, self._sessions = list(self._calls.values()), list(self._sessions.values()), {}
         for call in calls:
             call.replies.put(_CLOSING)
-        if ref is None:
-            return []
-        try:
-            ref.tell(ClientGone("troupe shutting down"))
-        except pykka.ActorDeadError:
-            pass
-        return [ref]
+        for ref in refs:
+            try:
+                ref.tell(ClientGone("troupe shutting down"))
+            except pykka.ActorDeadError:
+                pass
+        return refs
 
     def summary(self) -> dict:
         """The `modern` figure of GET /status: stateless requests in flight, listen streams among them."""

@@ -12,6 +12,8 @@ HTTP_DEFAULT_PORT = 80  # a Host or Origin without a port means this one
 ACTION_PREFIX = "/api/"  # every state-changing dashboard route lives here, and inherits its rule
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 MEMBER_TOKEN_ENVIRON = "HTTP_X_TROUPE_CLUSTER_TOKEN"  # placing.TOKEN_HEADER as WSGI spells it
+CLIENT_KEY = "troupe.client"  # the environ key the Guard leaves the request's ClientEntry under
+MCP_PATHS = ("/mcp", "/sse", "/messages")  # where serve.clients' tokens open the door
 REFUSED_FETCH_SITES = ("cross-site", "same-site")  # a sibling subdomain is not the dashboard either
 
 
@@ -34,7 +36,8 @@ def is_loopback(host: str) -> bool:
 
 def exposure_refusal(serve_config) -> str | None:
     """Why serving HTTP on this address is refused, or None: beyond loopback, a token is required."""
-    if serve_config.transport != "http" or is_loopback(serve_config.host) or serve_config.auth_token:
+    if serve_config.transport != "http" or is_loopback(serve_config.host) or serve_config.auth_token \
+            or serve_config.clients:
         return None
     return (f"refusing to serve HTTP on {serve_config.host or 'every interface'} without a bearer token: "
             "set serve.auth_token (or TROUPE_AUTH_TOKEN), or bind 127.0.0.1")
@@ -65,6 +68,7 @@ class Guard:
 
     def __init__(self, serve_config, bound_host: str, bound_port: int | None = None):
         self.token = serve_config.auth_token
+        self.clients = tuple(serve_config.clients)  # ClientEntry each: a token names one client
         # In a cluster: the secret instances present to each other (None until joined), which
         # lets a session request proxied from another instance past the clients' bearer token.
         self.member_token: Callable[[], str | None] = lambda: None
@@ -112,9 +116,32 @@ class Guard:
     def token_ok(self, authorization: str | None) -> bool:
         if not self.token:
             return True
-        if not authorization or not authorization.lower().startswith("bearer "):
-            return False
-        return hmac.compare_digest(authorization[7:].strip().encode(), self.token.encode())
+        return _bearer_is(authorization, self.token)
+
+    def client_of(self, authorization: str | None):
+        """The serve.clients entry whose token the request carries, or None. Every token is
+        compared (in constant time each), so the time taken does not say which one matched."""
+        found = None
+        for client in self.clients:
+            if _bearer_is(authorization, client.token) and found is None:
+                found = client
+        return found
+
+    def _door(self, environ) -> bool:
+        """The bearer rule: with serve.clients, the MCP endpoints take a client's token (or the
+        operator's, serve.auth_token, for the whole catalogue) and the operator's routes take the
+        operator's token, or any client's when no operator token is set. Without clients, the one
+        token (if any) opens everything."""
+        authorization = environ.get("HTTP_AUTHORIZATION")
+        if not self.clients:
+            return self.token_ok(authorization)
+        client = self.client_of(authorization)
+        if client is not None:
+            environ[CLIENT_KEY] = client
+        if self.token and _bearer_is(authorization, self.token):
+            return True
+        path = environ.get("PATH_INFO") or "/"
+        return client is not None and (path in MCP_PATHS or not self.token)
 
     def check(self, environ) -> tuple[str, str] | None:
         port = self.port_of(environ)
@@ -125,8 +152,7 @@ class Guard:
         refusal = self._action_refusal(environ)
         if refusal is not None:
             return "403 Forbidden", refusal
-        if not self.token_ok(environ.get("HTTP_AUTHORIZATION")) and not self._open_get(environ) \
-                and not self._member(environ):
+        if not self._door(environ) and not self._open_get(environ) and not self._member(environ):
             return "401 Unauthorized", "missing or wrong bearer token"
         return None
 
@@ -157,7 +183,13 @@ class Guard:
         path = environ.get("PATH_INFO") or "/"
         if path in ("/", "/index.html") or path.startswith("/dashboard/"):
             return True  # static page, no data in it: it asks the user for the token
-        if path == "/events" and self.token:  # EventSource cannot send an Authorization header
-            given = parse_qs(environ.get("QUERY_STRING") or "").get("access_token", [""])[0]
-            return hmac.compare_digest(given.encode(), self.token.encode())
+        if path == "/events" and (self.token or self.clients):  # EventSource cannot send an Authorization header
+            given = "Bearer " + parse_qs(environ.get("QUERY_STRING") or "").get("access_token", [""])[0]
+            return _bearer_is(given, self.token) if self.token else self.client_of(given) is not None
         return False
+
+
+def _bearer_is(authorization: str | None, token: str) -> bool:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        return False
+    return hmac.compare_digest(authorization[7:].strip().encode(), token.encode())

@@ -27,7 +27,8 @@ from actors.supervision.placing import TOKEN_HEADER
 PROXIED_HEADER = "X-Troupe-Proxied"  # the loop guard: a request carrying it is never proxied again
 # What travels to the owner: what MCP reads, never the client's Authorization, Host or Origin
 # (the owner is let in by the cluster secret, and checks Host against its own address).
-FORWARDED = ("Content-Type", "Accept", "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-ID")
+# Authorization goes along: the owner serves the session only to the client that opened it.
+FORWARDED = ("Content-Type", "Accept", "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-ID", "Authorization")
 PASSED_BACK = ("content-type", "mcp-session-id", "cache-control", "x-accel-buffering", "retry-after", "allow")
 OWNER_CACHE_S = 2.0  # a tag's URL is re-read from Redis this often (a dead owner also drops it at once)
 CONNECT_TIMEOUT_S = 3.0

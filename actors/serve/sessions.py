@@ -4,6 +4,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from typing import Any
 from collections import OrderedDict
 
 import gevent
@@ -21,6 +22,9 @@ REAP_EVERY_MAX_S = 30.0
 CLOSE = object()  # stream queue sentinel: end this stream
 
 
+_ANY = object()  # close(): whichever client's session it is (troupe's own closing)
+
+
 class HttpSession:
     """One downstream client over HTTP: its Session actor, its open server→client stream, its open POSTs.
 
@@ -28,7 +32,7 @@ class HttpSession:
     Only its SessionTable changes `waiting`, `stream`, `last_seen` and `closed`, under the table's lock.
     """
 
-    def __init__(self, runtime, legacy: bool, tag: str | None = None):
+    def __init__(self, runtime, legacy: bool, tag: str | None = None, client=None):
         # In a cluster the id names its owner (`<tag>.<random>`) so any instance, or a load
         # balancer, can find it; token_urlsafe has no dot, so the first dot ends the tag.
         self.id = f"{tag}.{secrets.token_urlsafe(24)}" if tag else secrets.token_urlsafe(24)
@@ -37,7 +41,8 @@ class HttpSession:
         self.last_seen = time.monotonic()  # when it last started or finished something
         self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
         self.closed = False
-        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[-8:]}")
+        self.client = client.name if client is not None else None  # its requests must come from it
+        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[-8:]}", client=client)
 
     @property
     def busy(self) -> bool:
@@ -90,8 +95,8 @@ class SessionTable:
 
     # ---------------------------------------------------------------- opening
 
-    def open(self, legacy: bool, rid=None,
-             tag: str | None = None) -> tuple[HttpSession, gevent.queue.Queue | None] | None:
+    def open(self, legacy: bool, rid=None, tag: str | None = None,
+             client=None) -> tuple[HttpSession, gevent.queue.Queue | None] | None:
         """A new session, already busy: with the reply queue of its `initialize` (rid), or with its
         legacy SSE stream. At the cap the least recently used idle session is closed to make room;
         None when every session is busy (the caller answers 503)."""
@@ -107,17 +112,19 @@ class SessionTable:
                              self.max_sessions)
                 self._drop(victim, "closed to make room for a new session (serve.max_sessions)")
             # Started under the lock (a short yield) so that two initializes cannot both pass the cap.
-            hs = HttpSession(self.rt, legacy, tag)
+            hs = HttpSession(self.rt, legacy, tag, client)
             self._sessions[hs.id] = hs
             replies = None if legacy else self._expect(hs, rid)
             return hs, replies
 
     # ---------------------------------------------------------------- requests
 
-    def acquire(self, sid: str, rid, legacy: bool = False) -> tuple[HttpSession, gevent.queue.Queue] | None:
-        """The live session `sid`, now busy with request `rid` until `release`; None if unknown or expired."""
+    def acquire(self, sid: str, rid, legacy: bool = False,
+                client=None) -> tuple[HttpSession, gevent.queue.Queue] | None:
+        """The live session `sid`, now busy with request `rid` until `release`; None if unknown,
+        expired, or another client's."""
         with self._lock:
-            hs = self._live(sid, legacy)
+            hs = self._live(sid, legacy, client)
             return None if hs is None else (hs, self._expect(hs, rid))
 
     def release(self, hs: HttpSession, replies: gevent.queue.Queue) -> None:
@@ -126,15 +133,15 @@ class SessionTable:
             hs.waiting.pop(replies, None)
             self._touch(hs)
 
-    def touch(self, sid: str, legacy: bool = False) -> HttpSession | None:
+    def touch(self, sid: str, legacy: bool = False, client=None) -> HttpSession | None:
         """The live session `sid`, marked used now (for messages that expect no answer on this request)."""
         with self._lock:
-            return self._live(sid, legacy)
+            return self._live(sid, legacy, client)
 
-    def open_stream(self, sid: str) -> tuple[HttpSession, gevent.queue.Queue] | None:
+    def open_stream(self, sid: str, client=None) -> tuple[HttpSession, gevent.queue.Queue] | None:
         """A GET stream for Streamable session `sid`; the newest stream wins (the previous one ends)."""
         with self._lock:
-            hs = self._live(sid, legacy=False)
+            hs = self._live(sid, False, client)
             if hs is None:
                 return None
             if hs.stream is not None:
@@ -161,10 +168,12 @@ class SessionTable:
 
     # ---------------------------------------------------------------- closing
 
-    def close(self, sid: str, reason: str, legacy: bool | None = None) -> bool:
+    def close(self, sid: str, reason: str, legacy: bool | None = None, client: Any = _ANY) -> bool:
+        """End session `sid` (only `client`'s, when given); False if there is no such session."""
         with self._lock:
             hs = self._sessions.get(sid)
-            if hs is None or (legacy is not None and hs.legacy != legacy):
+            if hs is None or (legacy is not None and hs.legacy != legacy) \
+                    or (client is not _ANY and hs.client != (client.name if client is not None else None)):
                 return False
             self._drop(hs, reason)
             return True
@@ -182,6 +191,14 @@ class SessionTable:
         with self._lock:
             return [hs.ref for hs in self._sessions.values()]
 
+    def by_client(self) -> dict[str, int]:
+        """Open sessions by client name (`-` for those that named none)."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for hs in self._sessions.values():
+                out[hs.client or "-"] = out.get(hs.client or "-", 0) + 1
+            return out
+
     def summary(self) -> dict:
         """The `sessions` figure of GET /status."""
         with self._lock:
@@ -192,9 +209,10 @@ class SessionTable:
 
     # ---------------------------------------------------------------- under the lock
 
-    def _live(self, sid: str, legacy: bool) -> HttpSession | None:
+    def _live(self, sid: str, legacy: bool, client) -> HttpSession | None:
         hs = self._sessions.get(sid)
-        if hs is None or hs.legacy != legacy:
+        # Another client's session is as unknown as a made-up id: one client never reaches another's.
+        if hs is None or hs.legacy != legacy or hs.client != (client.name if client is not None else None):
             return None
         if not hs.busy and time.monotonic() - hs.last_seen > self.idle_s:
             self._counts["expired"] += 1

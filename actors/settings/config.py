@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, TypeVar, overload
 
+from actors.settings import profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
 from actors.settings.model import (
@@ -44,9 +45,6 @@ DEFAULT_CONFIG = next((p for p in (_CHECKOUT / "config" / "default.yaml",
                                    Path(sys.prefix) / "config" / "default.yaml") if p.exists()),
                       _CHECKOUT / "config" / "default.yaml")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# serve.allowed_hosts / allowed_origins are compared for equality: no wildcards, no paths.
-_ALLOWED_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?$")
-_ALLOWED_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:\d{1,5})?/?$")
 _T = TypeVar("_T")
 
 _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
@@ -113,9 +111,9 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster"}, "")
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles"}, "")
     else:
-        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster"}, "")
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles"}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -128,7 +126,8 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
             if any(s.name == server.name for s in servers):
                 check.fail(f"servers[{i}].name", f"duplicate server name {server.name!r}")
             servers.append(server)
-    serve = _serve(data.get("serve") or {}, check)
+    profiles = profiles_mod.parse(data.get("profiles"), check)
+    serve = serve_section.parse(data.get("serve") or {}, check, expand, profiles)
     discovery = data.get("discovery") or {}
     if not isinstance(discovery, dict):
         check.fail("discovery", "must be a mapping")
@@ -137,7 +136,7 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     cluster = cluster_settings.parse(data.get("cluster"), check.fail, lambda text: expand(text, builtins))
     if check.problems:
         raise ConfigError(check.problems)
-    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster)
+    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:
@@ -320,6 +319,9 @@ def with_overrides(config: Config, redis: str | None = None, **serve_overrides) 
     """Apply CLI flags (None = keep) on top of the file's serve section; `redis` joins a cluster
     (or points the file's cluster at another Redis)."""
     changes = {k: v for k, v in serve_overrides.items() if v is not None}
+    if changes.get("profile") is not None and changes["profile"] not in config.profiles:
+        known = ", ".join(sorted(config.profiles)) or "none defined"
+        raise ConfigError([f"--profile: no profile named {changes['profile']!r} (profiles: {known})"])
     if changes:
         config = replace(config, serve=replace(config.serve, **changes))
     if redis is not None:
@@ -330,69 +332,3 @@ def with_overrides(config: Config, redis: str | None = None, **serve_overrides) 
     elif config.cluster is not None and config.serve.transport != "http":
         raise ConfigError(["cluster: instances reach each other over HTTP: set serve.transport: http"])
     return config
-
-
-def _serve(data: Any, check: _Checker) -> ServeConfig:
-    if not isinstance(data, dict):
-        check.fail("serve", "must be a mapping")
-        return ServeConfig()
-    check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
-                              "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
-                              "client_admin", "session_idle", "max_sessions", "header_timeout",
-                              "max_connections", "state_key"}, "serve")
-    transport = check.typed(data, "transport", "serve", str, "stdio")
-    if transport not in SERVE_TRANSPORTS:
-        check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
-    mode = check.typed(data, "mode", "serve", str, "meta")
-    if mode not in MODES:
-        check.fail("serve.mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    sep = check.typed(data, "separator", "serve", str, "__")
-    if not re.fullmatch(r"[A-Za-z0-9_-]{0,4}", sep or ""):
-        check.fail("serve.separator", "must be up to 4 of A-Z a-z 0-9 _ -")
-    port = check.typed(data, "port", "serve", int, 8765)
-    if port is not None and not 0 <= port <= 65535:
-        check.fail("serve.port", "must be 0..65535")
-    token = data.get("auth_token")
-    if token is not None and not isinstance(token, str):
-        check.fail("serve.auth_token", "must be a string")  # never echo it: it is a secret
-        token = None
-    token = expand(token, {}) if token else os.environ.get("TROUPE_AUTH_TOKEN") or None
-    state_key = data.get("state_key")
-    if state_key is not None and (not isinstance(state_key, str) or len(state_key) < 16):
-        check.fail("serve.state_key", "must be a string of at least 16 characters")  # a secret: never echoed
-        state_key = None
-    state_key = expand(state_key, {}) if state_key else os.environ.get("TROUPE_STATE_KEY") or None
-    return ServeConfig(
-        transport=transport, mode=mode, separator=sep, host=check.typed(data, "host", "serve", str, "127.0.0.1"),
-        port=port, auth_token=token, state_key=state_key,
-        allowed_origins=_allowed(data, "allowed_origins", _ALLOWED_ORIGIN, "an origin like http://localhost:3000",
-                                 check),
-        allowed_hosts=_allowed(data, "allowed_hosts", _ALLOWED_HOST, "a host name, optionally :port", check),
-        startup_wait=check.typed(data, "startup_wait", "serve", float, 10.0),
-        json_response=check.typed(data, "json_response", "serve", bool, False),
-        client_admin=check.typed(data, "client_admin", "serve", bool, False),
-        **_front_limits(data, check))
-
-
-def _front_limits(data: dict, check: _Checker) -> dict:
-    """serve.session_idle, max_sessions, header_timeout, max_connections: each a positive number."""
-    limits = {}
-    for key, kind, default, unit in (("session_idle", float, DEFAULT_SESSION_IDLE_S, "seconds"),
-                                     ("max_sessions", int, DEFAULT_MAX_SESSIONS, "sessions"),
-                                     ("header_timeout", float, DEFAULT_HEADER_TIMEOUT_S, "seconds"),
-                                     ("max_connections", int, DEFAULT_MAX_CONNECTIONS, "connections")):
-        value = check.typed(data, key, "serve", kind, default)
-        if not value > 0:  # NaN too
-            check.fail(f"serve.{key}", f"must be > 0 {unit}, got {value!r}")
-            value = default
-        limits[key] = value
-    return limits
-
-
-def _allowed(data: dict, key: str, shape: re.Pattern, example: str, check: _Checker) -> tuple:
-    """A serve.allowed_* list: each entry is matched for equality, so a pattern would silently never match."""
-    entries = check.typed(data, key, "serve", list, []) or []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, str) or not shape.match(entry):
-            check.fail(f"serve.{key}[{i}]", f"must be {example} (compared for equality), got {entry!r}")
-    return tuple(e for e in entries if isinstance(e, str) and shape.match(e))

@@ -104,6 +104,16 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientEntry:
+    """One of serve.clients: a client of the HTTP front, known by its bearer token, served in a
+    profile (None: the whole catalogue). Its repr never shows the token."""
+
+    name: str
+    token: str = field(repr=False)
+    profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ServeConfig:
     """The `serve:` section: how troupe faces its clients (stdio or HTTP, meta or flat mode,
     address, auth token, allowed hosts and origins, start-up wait, HTTP session limits)."""
@@ -124,10 +134,12 @@ class ServeConfig:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    clients: tuple = ()  # ClientEntry each; when set, every MCP request must carry one's token
+    profile: str | None = None  # the stdio client's profile (--profile); None: the whole catalogue
 
     def __repr__(self) -> str:
         return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "
-                f"port={self.port!r}, auth={'set' if self.auth_token else 'none'})")
+                f"port={self.port!r}, auth={'set' if self.auth_token else 'none'}, clients={len(self.clients)})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +153,11 @@ class Config:
     path: str | None = None
     approvals_file: str | None = None  # trust.approvals_file; None = <config dir>/approvals.json
     cluster: Any = None  # a cluster.settings.ClusterConfig when several instances share Redis; None: alone
+    profiles: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # name → views.Profile
+
+    def profile(self, name: str | None):
+        """The Profile named (None: no profile, the whole catalogue)."""
+        return self.profiles.get(name) if name is not None else None
 
     def server(self, name: str) -> ServerConfig | None:
         return next((s for s in self.servers if s.name == name), None)

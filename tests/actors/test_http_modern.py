@@ -217,13 +217,13 @@ def test_a_call_whose_session_died_is_answered_and_the_next_gets_a_new_session(f
     monkeypatch.setattr(modern_http, "SESSION_CHECK_S", 0.2)
     pending = gevent.spawn(_call, url, 4, "echo__sleep", {"seconds": 30})
     wait_until(lambda: _in_flight(rt, "echo") == 1, 10, message="the call in flight")
-    first = app.mcp.modern._session
+    first = app.mcp.modern._sessions.get(None)
     first.stop()  # as if it crashed: no answer will come from it
     answer = pending.get(timeout=5)
     assert answer.json()["id"] == 4 and "session stopped" in answer.json()["error"]["message"]
     again = _call(url, 5, "echo__echo", {"text": "back"})
     assert again.json()["result"]["content"][0]["text"] == "back"
-    assert app.mcp.modern._session is not first
+    assert app.mcp.modern._sessions.get(None) is not first
 
 
 def test_a_modern_request_without_its_envelope_is_refused_at_the_front(front):
@@ -257,8 +257,8 @@ def test_initialize_sent_as_a_modern_request_is_method_not_found(front):
 def test_a_call_sent_to_a_session_that_died_unnoticed_is_served_by_a_new_one(front):
     rt, app, url = front
     assert _call(url, 1, "echo__echo", {"text": "first"}).json()["result"]["content"][0]["text"] == "first"
-    first = app.mcp.modern._session
+    first = app.mcp.modern._sessions.get(None)
     first.stop()  # dies between requests: the front learns it only when the next tell fails
     again = _call(url, 2, "echo__echo", {"text": "again"})
     assert again.json()["id"] == 2 and again.json()["result"]["content"][0]["text"] == "again"
-    assert app.mcp.modern._session is not first
+    assert app.mcp.modern._sessions.get(None) is not first

@@ -52,12 +52,14 @@ class MiniServer:
 
     # ---- tool registration -------------------------------------------------
     def add_tool(self, name: str, schema: dict | None, handler: Handler, description: str = "",
-                 output_schema: dict | None = None) -> str:
+                 output_schema: dict | None = None, annotations: dict | None = None) -> str:
         full = self.prefix + name
         tool = {"name": full, "description": description,
                 "inputSchema": schema or {"type": "object", "properties": {}}}
         if output_schema is not None:
             tool["outputSchema"] = output_schema
+        if annotations is not None:
+            tool["annotations"] = annotations
         with self._lock:
             self.tools[full] = (tool, handler)
         return full

@@ -198,3 +198,38 @@ def test_config_refuses_patterns_in_allowed_hosts_and_origins():
     for where in ("allowed_hosts[0]", "allowed_hosts[1]", "allowed_hosts[2]",
                   "allowed_origins[0]", "allowed_origins[1]", "allowed_origins[2]"):
         assert where in text, text
+
+
+# ---------------------------------------------------------------- serve.clients
+
+def _clients_guard(operator: str | None = None) -> Guard:
+    from actors.settings.model import ClientEntry
+    return guard(auth_token=operator, clients=(ClientEntry("alice", "tok-a", "r"), ClientEntry("bob", "tok-b")))
+
+
+def test_a_client_token_opens_the_mcp_endpoints_and_names_its_client():
+    g = _clients_guard()
+    for path in ("/mcp", "/sse", "/messages"):
+        environ = env(path=path, authorization="Bearer tok-b")
+        assert status(g, environ) is None and environ["troupe.client"].name == "bob"
+    assert status(g, env(path="/mcp")) == "401"
+    assert status(g, env(path="/mcp", authorization="Bearer tok-x")) == "401"
+
+
+def test_with_an_operator_token_the_operator_routes_are_the_operators_alone():
+    g = _clients_guard(operator="op")
+    assert status(g, env(method="GET", path="/status", authorization="Bearer tok-a")) == "401"
+    assert status(g, env(method="GET", path="/status", authorization="Bearer op")) is None
+    operator_mcp = env(path="/mcp", authorization="Bearer op")
+    assert status(g, operator_mcp) is None and "troupe.client" not in operator_mcp  # the whole catalogue
+    # without one, any client's token reads status (and /events takes it in the query)
+    g = _clients_guard()
+    assert status(g, env(method="GET", path="/status", authorization="Bearer tok-a")) is None
+    assert status(g, env(method="GET", path="/events") | {"QUERY_STRING": "access_token=tok-b"}) is None
+    assert status(g, env(method="GET", path="/events") | {"QUERY_STRING": "access_token=nope"}) == "401"
+
+
+def test_clients_count_as_a_token_for_a_non_loopback_bind():
+    from actors.settings.model import ClientEntry
+    assert exposure_refusal(ServeConfig(transport="http", host="0.0.0.0")) is not None
+    assert exposure_refusal(ServeConfig(transport="http", host="0.0.0.0", clients=(ClientEntry("a", "t"),))) is None

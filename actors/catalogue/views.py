@@ -1,0 +1,96 @@
+"""Profiles: what one client may see of the catalogue. A view is the catalogue cut down to a
+profile (its servers, its tool globs, read-only tools only), built once per catalogue snapshot
+and kept with it (Catalogue.derived), so every session in a profile reads the same view with no
+copy per request. A name outside the view is unknown to that client: lists, search, calls,
+resources, prompts and completion all read the view, never the whole catalogue.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+import orjson
+
+from actors.catalogue.snapshot import Catalogue, Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One `profiles:` entry. `servers` None covers every server; empty `allow` allows every
+    tool; `deny` wins over `allow`; globs match the qualified names clients see (`github__*`)."""
+
+    name: str
+    servers: frozenset | None = None
+    allow: tuple = ()
+    deny: tuple = ()
+    read_only: bool = False
+
+    @property
+    def everything(self) -> bool:
+        """True when the profile hides nothing (an empty profile `{}`)."""
+        return self.servers is None and not self.allow and not self.deny and not self.read_only
+
+    def sees_server(self, server: str) -> bool:
+        return self.servers is None or server in self.servers
+
+    def sees_name(self, server: str, name: str) -> bool:
+        """The server and glob tests of a tool by its qualified name."""
+        if not self.sees_server(server):
+            return False
+        if self.allow and not any(fnmatch.fnmatchcase(name, glob) for glob in self.allow):
+            return False
+        return not any(fnmatch.fnmatchcase(name, glob) for glob in self.deny)
+
+    def sees_tool(self, entry: Entry) -> bool:
+        if not self.sees_name(entry.server, entry.name):
+            return False
+        if self.read_only:
+            annotations = entry.definition.get("annotations")
+            return isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+        return True
+
+    def passes_through(self, server: str | None) -> bool:
+        """Whether flat mode may pass an unlisted name to `server`: only when nothing of it is hidden."""
+        return server is not None and self.sees_server(server) and not (self.allow or self.deny or self.read_only)
+
+
+def profile_of(config, client) -> Profile | None:
+    """A client's profile: a serve.clients entry takes its own (none: everything); any other
+    client (stdio, the operator's token, a troupe without serve.clients) takes serve.profile."""
+    return config.profile(client.profile if client is not None else config.serve.profile)
+
+
+def view(cat: Catalogue, profile: Profile | None) -> Catalogue:
+    """The catalogue as a client in `profile` sees it (the catalogue itself for no profile or an
+    empty one). The same version: cursors and list_changed notices keep their meaning."""
+    if profile is None or profile.everything:
+        return cat
+    return cat.derived(("view", profile), lambda: _cut(cat, profile))
+
+
+def _cut(cat: Catalogue, profile: Profile) -> Catalogue:
+    tools = tuple(e for e in cat.tools if profile.sees_tool(e))
+    prompts = tuple(e for e in cat.prompts if profile.sees_server(e.server))
+    resources = tuple(r for r in cat.resources if profile.sees_server(r.server))
+    templates = tuple(t for t in cat.templates if profile.sees_server(t.server))
+    # A withheld tool shows only to a profile that would see it (a read-only profile cannot tell:
+    # its definition is the one withheld), so that a hidden one is unknown, not "withheld".
+    withheld = {key: w for key, w in cat.withheld.items()
+                if profile.sees_server(w.server) if key[0] != "tools" or (profile.sees_name(w.server, w.name)
+                                                                          and not profile.read_only)}
+    return replace(
+        cat, tools=tools, prompts=prompts, resources=resources, templates=templates,
+        tool_index=MappingProxyType({e.name: e for e in tools}),
+        prompt_index=MappingProxyType({e.name: e for e in prompts}),
+        resource_index=MappingProxyType({r.uri: r for r in resources}),
+        servers=tuple(s for s in cat.servers if profile.sees_server(s)),
+        tool_list=tuple(dict(e.definition) for e in tools), withheld=MappingProxyType(withheld), _derived={})
+
+
+def digest(cat: Catalogue, kind: str) -> int:
+    """What a client of this (viewed) catalogue sees of one list kind, as a number: equal digests
+    mean a list_changed for that kind would tell it nothing."""
+    entries = {"tools": cat.tools, "prompts": cat.prompts, "resources": cat.resources + cat.templates}[kind]
+    return cat.derived(("digest", kind), lambda: hash(orjson.dumps(
+        [[getattr(e, "name", None) or e.uri, e.definition] for e in entries], default=dict)))

@@ -1,0 +1,74 @@
+"""Mixed into Session: who its client is (a serve.clients entry, or none) and the part of the
+catalogue that client's profile shows. Every handler reads the catalogue through `catalogue()`,
+never the Runtime's whole one, so a tool, prompt or resource outside the profile is unknown to
+the client in lists, search, calls, reads and completion alike."""
+from __future__ import annotations
+
+import fnmatch
+from typing import TYPE_CHECKING, Any
+
+from actors.catalogue import views
+from actors.catalogue.snapshot import Catalogue
+
+if TYPE_CHECKING:
+    from actors.runtime import Runtime
+
+KINDS = ("tools", "resources", "prompts")
+
+
+class ClientView:
+    """The client's name and profile, fixed for the Session's life, and the last view digest per
+    list kind this Session notified about (list_changed goes out only when the view changed)."""
+
+    if TYPE_CHECKING:  # provided by Session
+        rt: Runtime
+
+    def _init_view(self, client) -> None:
+        self.client_name: str | None = client.name if client is not None else None
+        self.profile: views.Profile | None = views.profile_of(self.rt.config, client)
+        self._view_digests: dict[str, int] = {}
+        if self.restricted:
+            cat = self.catalogue()
+            self._view_digests = {kind: views.digest(cat, kind) for kind in KINDS}
+
+    @property
+    def restricted(self) -> bool:
+        return self.profile is not None and not self.profile.everything
+
+    def catalogue(self) -> Catalogue:
+        """The catalogue as this client may see it."""
+        return views.view(self.rt.catalogue(), self.profile)
+
+    def passthrough_server(self) -> str | None:
+        """Flat mode's one server, if unlisted names may pass to it: never when the profile hides
+        any of its tools (a hidden tool must stay unknown)."""
+        server = self.rt.passthrough_server()
+        return server if self.profile is None or self.profile.passes_through(server) else None
+
+    def sees_core(self, tool: dict[str, Any]) -> bool:
+        """troupe's core_* tools report on every server: a profile that hides anything hides them
+        too, unless its allow list names them (and, if read-only, they only read)."""
+        if not self.restricted:
+            return True
+        profile = self.profile
+        assert profile is not None
+        name = tool["name"]
+        if not any(fnmatch.fnmatchcase(name, glob) for glob in profile.allow) \
+                or any(fnmatch.fnmatchcase(name, glob) for glob in profile.deny):
+            return False
+        return not profile.read_only or bool((tool.get("annotations") or {}).get("readOnlyHint"))
+
+    def changed_in_view(self, kinds) -> list[str]:
+        """Of the catalogue kinds that changed, those this client's view shows a change in."""
+        if not self.restricted:
+            return list(kinds)
+        cat = self.catalogue()
+        out: list[str] = []
+        for kind in {"resources" if k == "templates" else k for k in kinds}:
+            if kind not in KINDS:
+                continue
+            now = views.digest(cat, kind)
+            if now != self._view_digests.get(kind):
+                self._view_digests[kind] = now
+                out.append(kind)
+        return out
