@@ -7,12 +7,12 @@ and status and metrics count by client name with no token anywhere."""
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 import requests
 import yaml
 
+from tests.e2e.test_cluster_list_changes import _get_stream
 from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
 from tests.support.troupe import Troupe, TroupeHttp, server, text_of, write_config
@@ -100,7 +100,7 @@ def test_each_client_sees_and_calls_only_its_profile(troupe):
 
 def test_list_changed_follows_the_profile(troupe):
     alice, bob, carol = (McpHttp(troupe.url, _auth(n)) for n in ("alice", "bob", "carol"))
-    streams = {name: _GetStream(client) for name, client in (("alice", alice), ("bob", bob))}
+    streams = {name: _get_stream(client) for name, client in (("alice", alice), ("bob", bob))}
     try:
         assert text_of(carol.call("echo__notify_change")) == "changed"  # echo changes: bob's business only
         wait_until(lambda: CHANGED in streams["bob"].methods(), 15, message="bob told of echo's change")
@@ -146,32 +146,6 @@ def test_stdio_profile_in_meta_mode_searches_and_calls_within_it(tmp_path):
             == "hello from the notes server"
     finally:
         t.close()
-
-
-class _GetStream:
-    """A legacy session's GET stream read on a thread: the methods of what it carries, in order."""
-
-    def __init__(self, client: McpHttp) -> None:
-        headers = {k: v for k, v in client.headers.items() if k != "Content-Type"}
-        self.resp = client.http.get(client.url, headers={**headers, "Accept": "text/event-stream"}, stream=True,
-                                    timeout=30)
-        assert self.resp.status_code == 200, self.resp.text[:200]
-        self.messages: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            for line in self.resp.iter_lines(decode_unicode=True):
-                if line and line.startswith("data: "):
-                    self.messages.append(json.loads(line[6:]))
-        except (requests.RequestException, ValueError, AttributeError):
-            pass  # closed by the test
-
-    def methods(self) -> list:
-        return [m.get("method") for m in self.messages]
-
-    def close(self) -> None:
-        self.resp.close()
 
 
 def _scrape(t: TroupeHttp) -> dict:

@@ -60,6 +60,21 @@ def _waiting(t: TroupeHttp) -> set:
     return {(r.get("what"), r.get("item"), r.get("change")) for r in rows}
 
 
+def _rug_pulled_everywhere(troupes) -> None:
+    """rug changes its `weather` tool after a call; the instance running it withholds the change
+    and every instance's trust keeper lists it from Redis."""
+    wait_until(lambda: all(next(s for s in _status(t)["servers"] if s["name"] == "rug")["state"] == "ready"
+                           for t in troupes), 30, message="rug ready on every instance")
+    client = McpHttp(troupes[0].url)
+    try:
+        client.request("tools/list")
+        assert "flipped" in json.dumps(client.call("rug__flip"))
+    finally:
+        client.close()
+    wait_until(lambda: all(("tool", "weather", "changed") in _waiting(t) for t in troupes), 20,
+               message="the withheld tool listed on every instance")
+
+
 class EventStream:
     """Reads one instance's /events (SSE) in a thread: each event with the time it arrived."""
 
@@ -86,19 +101,9 @@ class EventStream:
 
 def test_withheld_tools_and_approvals_are_the_clusters(cluster):
     troupes = cluster
-    wait_until(lambda: all(next(s for s in _status(t)["servers"] if s["name"] == "rug")["state"] == "ready"
-                           for t in troupes), 30, message="rug ready on every instance")
+    _rug_pulled_everywhere(troupes)
     names = [_status(t)["cluster"]["instance"] for t in troupes]
     assert len(set(names)) == 3
-    client = McpHttp(troupes[0].url)
-    try:
-        client.request("tools/list")
-        assert "flipped" in json.dumps(client.call("rug__flip"))
-    finally:
-        client.close()
-    # the owner of rug withholds the changed tool; every instance's keeper sees it from Redis
-    wait_until(lambda: all(("tool", "weather", "changed") in _waiting(t) for t in troupes), 20,
-               message="the withheld tool listed on every instance")
     listening = EventStream(troupes[2].base)
     try:
         wait_until(lambda: listening.events, 10, message="/events answering")
@@ -270,16 +275,7 @@ def test_troupe_approve_offline_decides_for_the_whole_cluster(cluster, tmp_path)
     """`troupe approve NAME` with a cluster's config, no --url and a config directory of its own,
     writes the decision to the cluster's Redis: every running instance stops withholding."""
     troupes = cluster
-    wait_until(lambda: all(next(s for s in _status(t)["servers"] if s["name"] == "rug")["state"] == "ready"
-                           for t in troupes), 30, message="rug ready on every instance")
-    client = McpHttp(troupes[0].url)
-    try:
-        client.request("tools/list")
-        assert "flipped" in json.dumps(client.call("rug__flip"))
-    finally:
-        client.close()
-    wait_until(lambda: all(("tool", "weather", "changed") in _waiting(t) for t in troupes), 20,
-               message="the withheld tool listed on every instance")
+    _rug_pulled_everywhere(troupes)
     done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "rug", "--config", str(tmp_path / "troupe.yaml")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "TROUPE_CONFIG_DIR": str(tmp_path / "cli-home")})
