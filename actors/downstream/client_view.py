@@ -46,14 +46,15 @@ class ClientView:
         return server if self.profile is None or self.profile.passes_through(server) else None
 
     def sees_core(self, tool: dict[str, Any]) -> bool:
-        """troupe's core_* tools report on every server: a profile that hides anything hides them
-        too, unless its allow list names them (and, if read-only, they only read)."""
+        """troupe's core_* tools report on (and some act on) every server: a profile that hides
+        anything hides them too, unless its allow list names them by a glob that starts with
+        `core_` (a `*` meant for servers' tools does not), and, if read-only, they only read."""
         if not self.restricted:
             return True
         profile = self.profile
         assert profile is not None
         name = tool["name"]
-        if not any(fnmatch.fnmatchcase(name, glob) for glob in profile.allow) \
+        if not any(glob.startswith("core_") and fnmatch.fnmatchcase(name, glob) for glob in profile.allow) \
                 or any(fnmatch.fnmatchcase(name, glob) for glob in profile.deny):
             return False
         return not profile.read_only or bool((tool.get("annotations") or {}).get("readOnlyHint"))

@@ -140,7 +140,7 @@ class ToolCalls:
                 self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                core = coretools.listed(self.rt.config.serve.client_admin)
+                core = tuple(t for t in coretools.listed(self.rt.config.serve.client_admin) if self.sees_core(t))
                 sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))

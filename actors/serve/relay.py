@@ -20,7 +20,7 @@ from typing import Any
 import gevent.queue
 import orjson
 
-from actors.messages import CancelForward, Forward, UpstreamError
+from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc, mcp, modern
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
@@ -130,9 +130,11 @@ class Relay:
         watcher = None  # most answers come at once: only a call still waiting after QUICK_S watches
         try:
             while True:
+                if call.waiting and call.queue.empty():  # the server asks (or a retry left some unanswered)
+                    return _json("200 OK", self.rounds.park(call))
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    tell(call.ref, CancelForward(call, call.token, "no answer in time"))
+                    call.abandon("no answer in time")
                     return _json("200 OK", shape(call.rid, UpstreamError(
                         jsonrpc.REQUEST_TIMEOUT, f"{call.server} gave no answer within {deadline_s:g}s",
                         server=call.server)))
@@ -143,13 +145,11 @@ class Relay:
                         watcher = watch_hangup(environ, lambda: call.queue.put(hung_up)) or False
                     continue
                 if item is hung_up:
-                    tell(call.ref, CancelForward(call, call.token, "the calling instance went away"))
+                    call.abandon("the calling instance went away")
                     return "200 OK", [], b""
                 answered = call.take(item)
                 if answered is not None:
                     return _json("200 OK", shape(call.rid, answered.outcome))
-                if call.waiting and call.queue.empty():  # the server asks; every request it sent so far
-                    return _json("200 OK", self.rounds.park(call))
         finally:
             if watcher:
                 watcher.kill(block=False)
