@@ -138,7 +138,8 @@ class ToolCalls:
                               sink, prompt_as_tool)
             else:
                 core = coretools.listed(self.rt.config.serve.client_admin)
-                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core)))
+                waiting = getattr(self.rt, "sign_ins", list)() if name == "list_tools" else ()
+                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core, waiting)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 
