@@ -183,6 +183,17 @@ class HttpTransportBase:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
+    def _fresh(self, resp: requests.Response, again) -> requests.Response:
+        """A 401 to a request sent with an older bearer than the box holds now (a refresh ran while
+        it was on its way) is sent once more with the new one, rather than ending the link."""
+        if resp.status_code != 401 or self._auth is None:
+            return resp
+        now = self._with_bearer({}).get("Authorization")
+        if now is None or now == resp.request.headers.get("Authorization"):
+            return resp
+        resp.close()
+        return again()
+
     def unauthorized_reason(self, resp: requests.Response) -> str | None:
         """On a 401 from a server troupe may sign in to: tell the AuthKeeper (with the challenge and
         the refused token's fingerprint) and return the needs-auth reason; else None."""

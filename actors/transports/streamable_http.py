@@ -46,8 +46,7 @@ RESUME_MAX_ATTEMPTS = 5
 POST_STREAM_TAIL = 1.0
 # close() sends DELETE for the session; a server that does not answer fast is not waited for.
 DELETE_TIMEOUT = 1.0
-# Status codes that mean "no response body by design".
-_NO_BODY = (202, 204)
+_NO_BODY = (202, 204)  # status codes that mean "no response body by design"
 
 
 def _answers(message: Any, request_id: Any) -> bool:
@@ -156,7 +155,8 @@ class StreamableHttpTransport(HttpTransportBase):
     def _post_request(self, message: dict) -> None:
         try:
             try:
-                resp = self._post(message, REQUEST_READ_TIMEOUT)
+                resp = self._fresh(self._post(message, REQUEST_READ_TIMEOUT),
+                                   lambda: self._post(message, REQUEST_READ_TIMEOUT))
             except requests.RequestException as exc:
                 self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
                 return
