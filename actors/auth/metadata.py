@@ -94,8 +94,9 @@ def parse_authorization_metadata(data: dict[str, Any], issuer: str) -> dict[str,
     """Check RFC 8414 metadata: the endpoints a code flow needs are present and absolute."""
     for key in ("authorization_endpoint", "token_endpoint"):
         value = data.get(key)
-        if not isinstance(value, str) or not urlsplit(value).scheme:
-            raise DiscoveryError(f"authorization server metadata of {issuer} has no {key}")
+        # http(s) only: the authorization URL is shown as a link (dashboard) and opened in a browser
+        if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https"):
+            raise DiscoveryError(f"authorization server metadata of {issuer} has no http(s) {key}")
     methods = data.get("code_challenge_methods_supported")
     if isinstance(methods, list) and "S256" not in methods:
         raise DiscoveryError(f"{issuer} does not support PKCE S256")  # the spec forbids going on without it

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.support import PYTHON, wait_until
+from tests.support import PYTHON, ROOT, wait_until
 from tests.support.ports import start_announced, stop
 from tests.support.troupe import TroupeHttp, write_config
 
@@ -129,10 +130,16 @@ def test_sign_in_refresh_and_revocation(tmp_path, oauth_server):
         assert entry["state"] == "needs-auth" and entry["restarts"] == 0 and entry["since"] == first
         assert not _stored().get("access_token")
 
-        # 5. Signing in again brings it back.
+        # 5. `troupe auth NAME --url` prints the same link; signing in again brings the server back.
+        cli = subprocess.run([PYTHON, "-m", "actors.main", "auth", "guarded", "--url", t.url], cwd=ROOT,
+                             capture_output=True, text=True, timeout=30)
+        assert cli.returncode == 0 and cli.stdout.strip() == entry["auth_url"], cli.stderr
         _sign_in(t)
         assert "signed in: back" in _text(client.tool("call_tool", {"name": "guarded__whoami",
                                                                     "arguments": {"message": "back"}}))
+        cli = subprocess.run([PYTHON, "-m", "actors.main", "auth", "guarded", "--url", t.base], cwd=ROOT,
+                             capture_output=True, text=True, timeout=30)
+        assert cli.returncode == 0 and "no sign-in needed" in cli.stderr and not cli.stdout
     finally:
         assert t.stop() == 0
     log = "".join(t.stderr)

@@ -57,6 +57,8 @@ def test_authorization_metadata_must_offer_the_code_flow_with_s256():
     assert metadata.parse_authorization_metadata(good, "https://as") is good
     with pytest.raises(metadata.DiscoveryError, match="token_endpoint"):
         metadata.parse_authorization_metadata({"authorization_endpoint": "https://as/a"}, "https://as")
+    with pytest.raises(metadata.DiscoveryError, match="authorization_endpoint"):
+        metadata.parse_authorization_metadata({**good, "authorization_endpoint": "javascript:alert(1)"}, "https://as")
     with pytest.raises(metadata.DiscoveryError, match="S256"):
         metadata.parse_authorization_metadata({**good, "code_challenge_methods_supported": ["plain"]}, "https://as")
 
