@@ -146,3 +146,18 @@ def test_sign_in_refresh_and_revocation(tmp_path, oauth_server):
     for secret in (tokens["access_token"], tokens["refresh_token"], tokens["client_secret"]):
         assert secret not in log
     assert "test_access_token_" not in log and "test_refresh_token_" not in log
+
+
+def test_dashboard_offers_the_sign_in_link(tmp_path, oauth_server, browser):
+    servers = [{"name": "guarded", "auth": "oauth", "transport": {
+        "type": "streamable-http", "streamable_http": {"url": oauth_server + "/mcp"}}}]
+    t = TroupeHttp(write_config(tmp_path, servers))
+    try:
+        entry = wait_until(lambda: (e := _entry(t)).get("auth_url") and e, timeout=20, message="an auth_url")
+        page = browser.open(t.base + "/")
+        link = "(document.querySelector('#servers tr[data-server=\"guarded\"] a.signin') || {}).href || ''"
+        wait_until(lambda: page.js(link), 20, message="a Sign in link on the dashboard")
+        assert page.js(link) == entry["auth_url"]
+        assert page.rows()["guarded"][0] == "needs-auth"
+    finally:
+        assert t.stop() == 0
