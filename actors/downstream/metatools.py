@@ -124,7 +124,7 @@ def example_arguments(schema: dict) -> dict:
 
 def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth: tuple | list = ()) -> dict:
     """Answer a non-forwarding meta-tool from the snapshot alone; list_tools also names the servers
-    waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]), whose tools are not listed yet."""
+    waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]): their tools cannot be called now."""
     if name == "list_tools":
         limit, offset = _page(args)
         listed = _paged_summaries(cat.tools, len(cat.tools), limit, offset)
