@@ -119,7 +119,7 @@ class AuthKeeper(pykka.ThreadingActor):
         grant = self.grants.get(key)
         if key in self.busy:
             return  # a refresh or a sign-in is on its way; its outcome starts the server
-        if grant is not None and fingerprint(grant.access_token) != msg.used:
+        if grant is not None and grant.access_token and fingerprint(grant.access_token) != msg.used:
             self._signed_in(key)  # a newer token than the refused one exists: try with that
         elif grant is not None and grant.refresh_token and key not in self.refused:
             self.refused.add(key)

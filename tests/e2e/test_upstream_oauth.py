@@ -161,3 +161,21 @@ def test_dashboard_offers_the_sign_in_link(tmp_path, oauth_server, browser):
         assert page.rows()["guarded"][0] == "needs-auth"
     finally:
         assert t.stop() == 0
+
+
+def test_sign_in_to_a_legacy_sse_server(tmp_path):
+    proc, port = start_announced([PYTHON, "-m", "tests.servers.fastmcp_oauth", "--port", "0", "--transport", "sse"],
+                                 tmp_path / "oauth-sse.log")
+    try:
+        servers = [{"name": "guarded", "transport": {"type": "sse", "sse": {"url": f"http://127.0.0.1:{port}/sse"}}}]
+        t = TroupeHttp(write_config(tmp_path, servers))
+        try:
+            _sign_in(t)
+            client = McpHttp(t.url)
+            assert "signed in: sse" in _text(client.tool("call_tool", {"name": "guarded__whoami",
+                                                                      "arguments": {"message": "sse"}}))
+            assert _entry(t)["restarts"] == 0
+        finally:
+            assert t.stop() == 0
+    finally:
+        stop(proc)

@@ -53,6 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True, help="0: any free port, announced on stderr")
     parser.add_argument("--token-ttl", type=int, default=3600, help="access token lifetime in seconds")
+    parser.add_argument("--transport", choices=("http", "sse"), default="http")
     args = parser.parse_args()
     # The provider reads this module constant each time it issues a token.
     in_memory.DEFAULT_ACCESS_TOKEN_EXPIRY_SECONDS = args.token_ttl
@@ -62,8 +63,9 @@ def main() -> None:
     sock.listen(BACKLOG)
     port = sock.getsockname()[1]
     mcp, _ = build(f"http://127.0.0.1:{port}")  # the issuer and resource URLs name the bound port
-    app = mcp.http_app()
-    print(f"{mcp.name}: serving http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+    app = mcp.http_app(transport=args.transport)
+    path = "/sse" if args.transport == "sse" else "/mcp"
+    print(f"{mcp.name}: serving http://127.0.0.1:{port}{path}", file=sys.stderr, flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
