@@ -21,7 +21,7 @@ from actors.tells import fail, tell
 
 CALLBACK_PATH = "/oauth/callback"
 REFRESH_MARGIN = 60.0  # refresh this long before expiry (at most a quarter of the token's lifetime)
-REFRESH_RETRY = 30.0  # an authorization server that could not be reached is asked again after this
+REFRESH_RETRY = 30.0  # an authorization server that could not be reached or read is asked again after this
 NO_FRONT = "sign-in needs troupe's HTTP front (serve with --transport http)"
 
 
@@ -44,6 +44,13 @@ class _Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class _BeginDue:
+    """Prepare the sign-in of `key` again (its authorization server could not be read before)."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class _RefreshDue:
     """The refresh timer of the grant that expires at `expires_at` fired."""
 
@@ -56,8 +63,8 @@ class AuthKeeper(pykka.ThreadingActor):
     sign-ins waiting for a browser (state → PKCE verifier and server), the refresh timers.
 
     Receives Unauthorized (transports), CompleteSignIn (the /oauth/callback route; reply: the
-    server's name), SetRedirect (the runtime), and from its own greenlets _Begun, _Outcome and
-    _RefreshDue. Sends SignedIn to the Supervisor. Publishes an AuthSnapshot after each change.
+    server's name), SetRedirect (the runtime), and from its own greenlets _Begun, _Outcome,
+    _BeginDue and _RefreshDue. Sends SignedIn to the Supervisor. Publishes an AuthSnapshot after each change.
     The network steps run in greenlets it spawns; their results come back as messages.
     """
 
@@ -101,6 +108,11 @@ class AuthKeeper(pykka.ThreadingActor):
                 self._begun(pending)
             case _Outcome():
                 self._outcome(message)
+            case _BeginDue(key=key) if self.waiting.get(key) and key in self.errors:
+                self.errors[key] = "retrying: " + self.errors[key].removeprefix("retrying: ")
+                self._begin(key)
+            case _BeginDue():
+                pass  # signed in meanwhile, or nobody waits any more
             case _RefreshDue(key=key, expires_at=expires_at):
                 grant = self.grants.get(key)
                 if grant is not None and grant.expires_at == expires_at and key not in self.busy:
@@ -135,9 +147,9 @@ class AuthKeeper(pykka.ThreadingActor):
             self.errors[key] = NO_FRONT
             return
         self.busy.add(key)
-        challenge = self.challenges.get(key)
-        self._spawn(key, "begin", lambda: _Begun(flow.begin(key, key, challenge, self.settings.get(key),
-                                                            self.redirect or "", self.grants.get(key))))
+        # the greenlet gets values, never this actor's dicts
+        args = (key, key, self.challenges.get(key), self.settings.get(key), self.redirect, self.grants.get(key))
+        self._spawn(key, "begin", lambda: _Begun(flow.begin(*args)))
 
     def _refresh(self, key: str) -> None:
         grant = self.grants[key]
@@ -205,8 +217,9 @@ class AuthKeeper(pykka.ThreadingActor):
         if msg.kind == "refresh" and not error.rejected:
             self._timer(key, REFRESH_RETRY, self.grants[key].expires_at if key in self.grants else None)
             return
-        if msg.kind == "begin":
+        if msg.kind == "begin":  # shown as auth_error; tried again while the server waits
             self.errors[key] = str(error)
+            gevent.spawn_later(REFRESH_RETRY, tell, self.actor_ref, _BeginDue(key))
             return
         self._drop(key)  # a revoked or expired grant: sign in again, never a crash loop
         if msg.kind == "refresh" and not self.waiting.get(key):
@@ -214,8 +227,10 @@ class AuthKeeper(pykka.ThreadingActor):
         self._begin(key)
 
     def _signed_in(self, key: str) -> None:
+        supervisor = self._supervisor()
         for name in sorted(self.waiting.pop(key, ())):
-            tell(self._supervisor(), SignedIn(name))
+            if supervisor is not None:
+                tell(supervisor, SignedIn(name))
 
     def _drop(self, key: str) -> None:
         timer = self._timers.pop(key, None)
