@@ -109,8 +109,7 @@ class AuthKeeper(pykka.ThreadingActor):
             case _Outcome():
                 self._outcome(message)
             case _BeginDue(key=key) if self.waiting.get(key) and key in self.errors:
-                self.errors[key] = "retrying: " + self.errors[key].removeprefix("retrying: ")
-                self._begin(key)
+                self._begin(key)  # the last error stays shown until this attempt ends
             case _BeginDue():
                 pass  # signed in meanwhile, or nobody waits any more
             case _RefreshDue(key=key, expires_at=expires_at):
