@@ -22,6 +22,7 @@ from actors.supervision.placing import Placement
 from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
+from actors.redact import redact_url
 from actors.supervision.directory import DirectoryBox
 from actors.messages import SetUrl
 from actors.supervision.states import ServerState
@@ -329,10 +330,12 @@ class Runtime:
         return auth_report.waiting(self.servers.current, self.auth.current)
 
     def complete_sign_in(self, state: str, code: str) -> str:
-        """The /oauth/callback: the AuthKeeper exchanges the code; the signed-in server's name.
-        KeyError for an unknown or used state."""
+        """The /oauth/callback: the AuthKeeper exchanges the code; the names of the servers at the
+        signed-in URL. KeyError for an unknown or used state."""
         assert self.auth_keeper is not None  # the front serves only a started runtime
-        return self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f))
+        url = self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f))
+        names = [n for n, v in self.servers.current.servers.items() if v.config.http and v.config.http.url == url]
+        return ", ".join(sorted(names)) or redact_url(url)
 
     def wait_settled(self, timeout: float) -> bool:
         return self.settled.wait(timeout=timeout)

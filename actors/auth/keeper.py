@@ -13,7 +13,7 @@ from loguru import logger
 
 from actors.auth import flow
 from actors.auth.access import AuthBox, AuthSnapshot
-from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, Unauthorized
+from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, SignInRequired, Unauthorized
 from actors.auth.tokens import Grant, TokenStore, fingerprint
 from actors.redact import redact_url
 from actors.settings.upstream_auth import UpstreamAuth
@@ -63,8 +63,9 @@ class AuthKeeper(pykka.ThreadingActor):
     sign-ins waiting for a browser (state → PKCE verifier and server), the refresh timers.
 
     Receives Unauthorized (transports), CompleteSignIn (the /oauth/callback route; reply: the
-    server's name), SetRedirect (the runtime), and from its own greenlets _Begun, _Outcome,
-    _BeginDue and _RefreshDue. Sends SignedIn to the Supervisor. Publishes an AuthSnapshot after each change.
+    server's URL), SetRedirect (the runtime), and from its own greenlets _Begun, _Outcome,
+    _BeginDue and _RefreshDue. Sends SignedIn and SignInRequired to the Supervisor. Publishes an
+    AuthSnapshot after each change.
     The network steps run in greenlets it spawns; their results come back as messages.
     """
 
@@ -75,7 +76,7 @@ class AuthKeeper(pykka.ThreadingActor):
         self.pending: dict[str, flow.Pending] = {}  # state → its sign-in
         self.flows: dict[str, str] = {}  # server URL → the state of its sign-in in the browser
         self.errors: dict[str, str] = {}  # server URL → why it has no authorization URL
-        self.waiting: dict[str, set[str]] = {}  # server URL → names in needs-auth, started on a token
+        self.waiting: dict[str, set[str]] = {}  # server URL → names refused with 401, started on a token
         self.settings: dict[str, UpstreamAuth | None] = {}
         self.challenges: dict[str, str | None] = {}  # server URL → its last WWW-Authenticate
         self.busy: set[str] = set()  # URLs with a begin or refresh in flight
@@ -202,12 +203,12 @@ class AuthKeeper(pykka.ThreadingActor):
             self.errors.pop(key, None)
             self._save()
             self._schedule(key, msg.grant)
-            names = sorted(self.waiting.get(key, ()))
             logger.info("auth: {} for {}", "signed in" if msg.kind == "exchange" else "token refreshed",
                         redact_url(key))
-            self._signed_in(key)
+            if msg.kind == "exchange" or self.waiting.get(key):
+                self._signed_in(key)
             if msg.reply is not None:
-                msg.reply.set(", ".join(names) or redact_url(key))
+                msg.reply.set(key)
             return
         error = msg.error or flow.SignInError("failed")
         logger.warning("auth: {} for {}: {}", msg.kind, redact_url(key), error)
@@ -221,15 +222,18 @@ class AuthKeeper(pykka.ThreadingActor):
             gevent.spawn_later(REFRESH_RETRY, tell, self.actor_ref, _BeginDue(key))
             return
         self._drop(key)  # a revoked or expired grant: sign in again, never a crash loop
-        if msg.kind == "refresh" and not self.waiting.get(key):
-            return  # nobody is waiting: the server's next request is refused and asks for a sign-in
+        if msg.kind == "refresh" and not self.waiting.get(key):  # its servers run on: hold them
+            self._tell_supervisor(SignInRequired(key))
         self._begin(key)
 
     def _signed_in(self, key: str) -> None:
+        self.waiting.pop(key, None)
+        self._tell_supervisor(SignedIn(key))
+
+    def _tell_supervisor(self, message) -> None:
         supervisor = self._supervisor()
-        for name in sorted(self.waiting.pop(key, ())):
-            if supervisor is not None:
-                tell(supervisor, SignedIn(name))
+        if supervisor is not None:  # None only before the runtime started it
+            tell(supervisor, message)
 
     def _drop(self, key: str) -> None:
         timer = self._timers.pop(key, None)
@@ -269,6 +273,7 @@ class AuthKeeper(pykka.ThreadingActor):
                     for key, state in self.flows.items() if state in self.pending}
         for key, why in self.errors.items():
             sign_ins.setdefault(key, MappingProxyType({"auth_error": why}))
-        snapshot = AuthSnapshot(MappingProxyType(bearers), MappingProxyType(sign_ins))
+        refreshing = frozenset(k for k in self.busy if k in self.grants and self.grants[k].access_token)
+        snapshot = AuthSnapshot(MappingProxyType(bearers), MappingProxyType(sign_ins), refreshing)
         if snapshot != self.box.current:
-            self.box.current = snapshot
+            self.box.publish(snapshot)

@@ -23,7 +23,7 @@ class Unauthorized:
 @dataclass(frozen=True, slots=True)
 class CompleteSignIn:
     """Told by the HTTP front's /oauth/callback: exchange `code` for the flow known by `state`.
-    Reply: the signed-in server's name; KeyError for an unknown or used state, SignInError else."""
+    Reply: the signed-in server's URL; KeyError for an unknown or used state, SignInError else."""
 
     state: str = field(repr=False)
     code: str = field(repr=False)
@@ -39,7 +39,15 @@ class SetRedirect:
 
 @dataclass(frozen=True, slots=True)
 class SignedIn:
-    """Told by the AuthKeeper to the Supervisor: a server waiting in needs-auth has a token now
-    (a sign-in or a refresh); the Supervisor starts it again."""
+    """Told by the AuthKeeper to the Supervisor: the server at `url` has a token now (a sign-in, or
+    a refresh after a 401); the Supervisor starts its servers that wait in needs-auth."""
 
-    server: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignInRequired:
+    """Told by the AuthKeeper to the Supervisor: the grant for `url` is gone (its refresh token was
+    refused); the Supervisor holds the servers running against it in needs-auth."""
+
+    url: str

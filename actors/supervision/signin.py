@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from actors.auth.messages import SignedIn
+from actors.auth.messages import SignedIn, SignInRequired
 from actors.events.kinds import ServerDisconnected
 from actors.supervision.child import Child
 from actors.supervision.states import CALLABLE_STATES, ServerState
 from actors.transports.base import NEEDS_AUTH
 
-__all__ = ["SignInGate", "SignedIn"]
+__all__ = ["SignInGate", "SignInRequired", "SignedIn"]
 
 
 class SignInGate:
@@ -43,12 +43,22 @@ class SignInGate:
         self._check_settled()
         return True
 
-    def _signed_in(self, name: str) -> None:
-        child = self.children.get(name)
-        if child is None or not child.config.enabled:
-            return
-        if child.state == ServerState.NEEDS_AUTH and child.ref is None:
-            child.failures.clear()
-            self._spawn(child)
-        else:
-            child.signed_in = True
+    def _signed_in(self, url: str) -> None:
+        """The AuthKeeper has a token for `url`: start its servers waiting in needs-auth."""
+        for child in self._at(url):
+            if child.state == ServerState.NEEDS_AUTH and child.ref is None:
+                if child.config.enabled:
+                    child.failures.clear()
+                    self._spawn(child)
+            elif child.ref is not None:
+                child.signed_in = True  # its needs-auth failure may still be on its way
+
+    def _sign_in_required(self, url: str) -> None:
+        """The grant for `url` is gone: its running servers wait for a sign-in (their link ends)."""
+        for child in self._at(url):
+            if child.ref is not None:
+                child.signed_in = False
+                self._needs_auth(child, f"{NEEDS_AUTH}: the authorization server refused the refresh token")
+
+    def _at(self, url: str) -> list[Child]:
+        return [c for c in self.children.values() if c.config.http is not None and c.config.http.url == url]

@@ -25,7 +25,7 @@ from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
 from actors.supervision.states import CALLABLE_STATES, GATED_STATES, ServerState
-from actors.supervision.signin import SignedIn, SignInGate
+from actors.supervision.signin import SignedIn, SignInGate, SignInRequired
 from actors.tells import fail as _fail, tell as _tell
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
@@ -40,8 +40,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
 
     Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus (reply:
     StatusReport), ControlServer (reply: the server's status dict), ApplyServers (reply: added/removed/
-    changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts), SetSessionLogLevel, SignedIn (a
-    needs-auth server has a token: signin.py), and in a cluster JoinedCluster and LeaseChanged (a `single`
+    changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts), SetSessionLogLevel, SignedIn and
+    SignInRequired (OAuth, from the AuthKeeper: signin.py), and in a cluster JoinedCluster and LeaseChanged (a `single`
     server runs here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
     Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
     circuit on a crash loop, and after every change publishes an immutable Directory into its box:
@@ -121,8 +121,10 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
                 self._on_ready(message)
             case ConnectionFailed():
                 self._on_failed(message)
-            case SignedIn(server=name):
-                self._signed_in(name)
+            case SignedIn(url=url):
+                self._signed_in(url)
+            case SignInRequired(url=url):
+                self._sign_in_required(url)
             case ConnectionCounts(server=name, generation=gen):
                 child = self._current(name, gen)
                 if child:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from contextlib import contextmanager
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import gevent
@@ -36,6 +36,8 @@ CLOSE_KILL_TIMEOUT = 0.3
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # on_closed's reason when the owner itself called close() (as stdio says it).
 CLOSED_BY_OWNER = "closed by troupe"
+# A 401 that raced a refresh waits this long for the new token (the token request is in flight).
+REFRESH_WAIT = 5.0
 POOL_SIZE = 128  # at least a server's max_in_flight (default 64) plus its streams
 
 
@@ -183,16 +185,17 @@ class HttpTransportBase:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
-    def _fresh(self, resp: requests.Response, again) -> requests.Response:
-        """A 401 to a request sent with an older bearer than the box holds now (a refresh ran while
-        it was on its way) is sent once more with the new one, rather than ending the link."""
+    def _fresh(self, send: Callable[[], requests.Response]) -> requests.Response:
+        """send() once more, with the new bearer, when a 401 answered a request whose bearer a refresh
+        was replacing meanwhile (the provider revokes the old one as it issues the new): the caller's
+        request is not lost to that race. Waits for a refresh in flight at most REFRESH_WAIT."""
+        resp = send()
         if resp.status_code != 401 or self._auth is None:
             return resp
-        now = self._with_bearer({}).get("Authorization")
-        if now is None or now == resp.request.headers.get("Authorization"):
+        if not self._auth.renewed(self.url, resp.request.headers.get("Authorization"), REFRESH_WAIT):
             return resp
         resp.close()
-        return again()
+        return send()
 
     def unauthorized_reason(self, resp: requests.Response) -> str | None:
         """On a 401 from a server troupe may sign in to: tell the AuthKeeper (with the challenge and

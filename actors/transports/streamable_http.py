@@ -149,14 +149,14 @@ class StreamableHttpTransport(HttpTransportBase):
             self._log.debug("not sent to a stateless server: {}", message.get("method") or "response")
 
     def _post(self, message: dict, read_timeout: float) -> requests.Response:
-        return self._http.post(self.url, data=jsonrpc.encode(message), headers=self._post_headers(message),
-                               stream=True, timeout=(self._connect_timeout, read_timeout))
+        return self._fresh(lambda: self._http.post(self.url, data=jsonrpc.encode(message), stream=True,
+                                                   headers=self._post_headers(message),  # the bearer of now
+                                                   timeout=(self._connect_timeout, read_timeout)))
 
     def _post_request(self, message: dict) -> None:
         try:
             try:
-                resp = self._fresh(self._post(message, REQUEST_READ_TIMEOUT),
-                                   lambda: self._post(message, REQUEST_READ_TIMEOUT))
+                resp = self._post(message, REQUEST_READ_TIMEOUT)
             except requests.RequestException as exc:
                 self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
                 return

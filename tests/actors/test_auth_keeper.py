@@ -11,7 +11,7 @@ import pytest
 from actors.auth import flow
 from actors.auth.access import AuthBox, UpstreamAuthAccess
 from actors.auth.keeper import NO_FRONT, AuthKeeper
-from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn
+from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, SignInRequired
 from actors.auth.tokens import Grant, TokenStore
 from tests.support import wait_until
 
@@ -80,7 +80,7 @@ def _signed_in(keeper_fixture) -> str:
     access.unauthorized("guarded", URL, 'Bearer resource_metadata="https://mcp.example/.well-known/x"', None)
     wait_until(lambda: box.current.sign_ins.get(URL, {}).get("auth_url"), 5, message="an auth_url")
     state = f"state-{fake.begun}"
-    assert _ask(ref, state) == "guarded"
+    assert _ask(ref, state) == URL
     wait_until(lambda: access.bearer(URL), 5, message="a bearer")
     return state
 
@@ -101,7 +101,7 @@ def test_sign_in_stores_0600_tells_the_supervisor_and_refuses_a_used_state(keepe
         _ask(ref, "never-issued")
     state = _signed_in(keeper)
     assert access.bearer(URL) == "access-1" and URL not in box.current.sign_ins
-    wait_until(lambda: SignedIn("guarded") in supervisor.told, 5, message="SignedIn told")
+    wait_until(lambda: SignedIn(URL) in supervisor.told, 5, message="SignedIn told")
     path = tmp_path / "oauth-tokens.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert TokenStore(str(path)).load()[URL].refresh_token == "refresh-1"
@@ -117,7 +117,7 @@ def test_a_refused_token_is_refreshed_once_then_a_sign_in_is_asked(keeper):
     supervisor.told.clear()
     access.unauthorized("guarded", URL, None, "Bearer access-1")
     wait_until(lambda: access.bearer(URL) == "access-2", 5, message="refreshed after the 401")
-    wait_until(lambda: supervisor.told == [SignedIn("guarded")], 5, message="started again")
+    wait_until(lambda: supervisor.told == [SignedIn(URL)], 5, message="started again")
     begun = fake.begun
     access.unauthorized("guarded", URL, None, "Bearer access-2")  # the new token refused too
     wait_until(lambda: box.current.sign_ins.get(URL, {}).get("auth_url"), 5, message="a sign-in, not a refresh")
@@ -130,7 +130,7 @@ def test_an_older_refused_token_restarts_with_the_current_one(keeper):
     _signed_in(keeper)
     supervisor.told.clear()
     access.unauthorized("guarded", URL, None, "Bearer some-older-token")
-    wait_until(lambda: supervisor.told == [SignedIn("guarded")], 5, message="started again")
+    wait_until(lambda: supervisor.told == [SignedIn(URL)], 5, message="started again")
     assert fake.refreshes == 0
 
 
@@ -144,5 +144,6 @@ def test_refreshed_before_expiry_and_a_revoked_refresh_token_asks_for_a_sign_in(
     assert time.monotonic() - started < 2.0
     fake.refuse_refresh = True
     wait_until(lambda: access.bearer(URL) is None, 5, message="the revoked grant dropped")
-    access.unauthorized("guarded", URL, None, None)  # the next request went out without a token
+    # Nobody was refused yet: the supervisor hears of it, and the sign-in is prepared at once.
+    wait_until(lambda: SignInRequired(URL) in supervisor.told, 5, message="SignInRequired told")
     wait_until(lambda: box.current.sign_ins.get(URL, {}).get("auth_url"), 5, message="a sign-in asked")

@@ -118,11 +118,13 @@ def test_sign_in_refresh_and_revocation(tmp_path, oauth_server):
         assert entry["state"] == "ready" and entry["restarts"] == 0
         tokens = _stored()
 
-        # 4. The provider revokes troupe's grant: back to needs-auth, not a crash loop.
+        # 4. The provider revokes troupe's grant: the next refresh is refused and the server goes back
+        #    to needs-auth with no call made, not into a crash loop; a call then says why at once.
         assert requests.post(oauth_server + "/test/revoke-all", timeout=10).json()["revoked"] >= 1
-        client.tool("call_tool", {"name": "guarded__whoami", "arguments": {"message": "revoked"}})
         entry = wait_until(lambda: (e := _entry(t)).get("auth_url") and e, timeout=20,
                            message="needs-auth after the revocation")
+        refused = client.tool("call_tool", {"name": "guarded__whoami", "arguments": {"message": "revoked"}})
+        assert refused.get("isError") and "needs-auth" in _text(refused), refused
         assert entry["state"] == "needs-auth" and entry["restarts"] == 0
         first = entry["since"]
         time.sleep(2.0)  # nothing should happen in this window: no restarts, no circuit
