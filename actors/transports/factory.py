@@ -13,8 +13,7 @@ def make_transport(config: ServerConfig, on_message: OnMessage, on_closed: OnClo
                    connect_timeout: float | None = None, log=logger, auth=None) -> Transport:
     """The transport the config asks for, not yet opened. connect_timeout bounds an HTTP connect
     (None: the transport's default); the stdio transport has no connect step. `auth` (an
-    actors.auth.access.UpstreamAuthAccess) gives HTTP servers OAuth, unless their config sets an
-    Authorization header itself."""
+    actors.auth.access.UpstreamAuthAccess) gives HTTP servers OAuth."""
     if config.transport == "stdio":
         from actors.transports.stdio import StdioTransport
         assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
@@ -23,7 +22,9 @@ def make_transport(config: ServerConfig, on_message: OnMessage, on_closed: OnClo
     assert config.http is not None  # config.py gives every HTTP server its HttpSpec
     headers = dict(config.http.headers)  # a copy: a transport may add to its own
     extra: dict = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
-    if auth is not None and not any(k.lower() == "authorization" for k in headers):
+    # Not for a server with its own Authorization header, nor for a relay to another troupe instance
+    # (X-Troupe-Relay, placing.py): troupe signs in to upstreams, never to itself.
+    if auth is not None and not any(k.lower() in ("authorization", "x-troupe-relay") for k in headers):
         extra.update(auth=auth, auth_settings=config.auth)
     if config.transport == "sse":
         from actors.transports.legacy_sse import SseTransport

@@ -132,3 +132,14 @@ def test_fingerprint_and_default_path(tmp_path):
     assert fingerprint(None) is None and fingerprint("a") != fingerprint("b") and len(fingerprint("a") or "") == 16
     assert default_path(str(tmp_path / "approvals.json")) == str(tmp_path / "oauth-tokens.json")
     assert os.path.basename(default_path()) == "oauth-tokens.json"
+
+
+@pytest.mark.parametrize("headers, oauth", [({}, True), ({"authorization": "Bearer mine"}, False),
+                                            ({"X-Troupe-Relay": "s"}, False)])
+def test_oauth_only_for_servers_without_their_own_authorization(headers, oauth):
+    from actors.transports.factory import make_transport
+    server = config.from_data({"servers": [{"name": "a", "transport": {
+        "type": "streamable-http", "streamable_http": {"url": "https://m/mcp", "headers": headers}}}]}).servers[0]
+    marker = object()
+    transport = make_transport(server, lambda m: None, lambda r: None, auth=marker)
+    assert (transport._auth is marker) is oauth  # pyright: ignore[reportAttributeAccessIssue]
