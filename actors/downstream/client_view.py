@@ -45,6 +45,13 @@ class ClientView:
         server = self.rt.passthrough_server()
         return server if self.profile is None or self.profile.passes_through(server) else None
 
+    def sign_ins_in_view(self) -> list[dict]:
+        """The servers waiting for an OAuth sign-in that this client's profile shows."""
+        waiting = self.rt.sign_ins()
+        if self.profile is None:
+            return waiting
+        return [w for w in waiting if self.profile.sees_server(w["name"])]
+
     def sees_core(self, tool: dict[str, Any]) -> bool:
         """troupe's core_* tools report on (and some act on) every server: a profile that hides
         anything hides them too, unless its allow list names them by a glob that starts with

@@ -187,6 +187,8 @@ class Guard:
         path = environ.get("PATH_INFO") or "/"
         if path in ("/", "/index.html") or path.startswith("/dashboard/"):
             return True  # static page, no data in it: it asks the user for the token
+        if path == "/oauth/callback":
+            return True  # a browser back from a sign-in; the route acts only on a state it is waiting for
         if path == "/events" and self.token:  # EventSource cannot send an Authorization header
             given = "Bearer " + parse_qs(environ.get("QUERY_STRING") or "").get("access_token", [""])[0]
             return _bearer_is(given, self.token)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from contextlib import contextmanager
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import gevent
@@ -19,7 +19,7 @@ from loguru import logger
 
 from actors.protocol import jsonrpc
 from actors.redact import redact_url
-from actors.transports.base import OnClosed, OnMessage, TransportError
+from actors.transports.base import NEEDS_AUTH, OnClosed, OnMessage, TransportError
 from actors.transports.sse_stream import shutdown_response
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -36,6 +36,8 @@ CLOSE_KILL_TIMEOUT = 0.3
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # on_closed's reason when the owner itself called close() (as stdio says it).
 CLOSED_BY_OWNER = "closed by troupe"
+# A 401 that raced a refresh waits this long for the new token (the token request is in flight).
+REFRESH_WAIT = 5.0
 POOL_SIZE = 128  # at least a server's max_in_flight (default 64) plus its streams
 
 
@@ -104,8 +106,11 @@ class HttpTransportBase:
     callbacks guarded against late calls, reader bookkeeping and a bounded close."""
 
     def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
-                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger,
+                 auth=None, auth_settings=None):
         self.name = name
+        # actors.auth.access.UpstreamAuthAccess (None: no OAuth, e.g. an Authorization header is configured)
+        self._auth, self._auth_settings = auth, auth_settings
         self.url = url
         self._headers = dict(headers)
         self._on_message = on_message
@@ -170,6 +175,45 @@ class HttpTransportBase:
         self._streams.clear()
         self._end_session()
         self._http.close()
+
+    # -- OAuth ---------------------------------------------------------------------
+
+    def _with_bearer(self, headers: dict) -> dict:
+        """The server's current bearer, read from the AuthKeeper's box on every request."""
+        token = self._auth.bearer(self.url) if self._auth is not None else None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _fresh(self, send: Callable[[], requests.Response]) -> requests.Response:
+        """send() once more, with the new bearer, when a 401 answered a request whose bearer a refresh
+        was replacing meanwhile (the provider revokes the old one as it issues the new): the caller's
+        request is not lost to that race. Waits for a refresh in flight at most REFRESH_WAIT."""
+        resp = send()
+        if resp.status_code != 401 or self._auth is None:
+            return resp
+        if not self._auth.renewed(self.url, resp.request.headers.get("Authorization"), REFRESH_WAIT):
+            return resp
+        resp.close()
+        return send()
+
+    def unauthorized_reason(self, resp: requests.Response) -> str | None:
+        """On a 401 from a server troupe may sign in to: tell the AuthKeeper (with the challenge and
+        the refused token's fingerprint) and return the needs-auth reason; else None."""
+        if resp.status_code != 401 or self._auth is None:
+            return None
+        challenge = resp.headers.get("WWW-Authenticate")
+        self._auth.unauthorized(self.name, self.url, challenge, resp.request.headers.get("Authorization"),
+                                self._auth_settings)
+        return f"{NEEDS_AUTH}: HTTP 401 from {redact_url(self.url)}"
+
+    def _needs_auth(self, resp: requests.Response) -> bool:
+        """A 401 ends the link as needs-auth (the owner fails what is pending); True if it was one."""
+        reason = self.unauthorized_reason(resp)
+        if reason is None:
+            return False
+        self._report_closed(reason)
+        return True
 
     # -- for subclasses ---------------------------------------------------------
 
