@@ -31,9 +31,9 @@ from actors.trust import ledger
 from actors.trust.keeper import TrustBox, TrustKeeper
 from actors.trust.messages import Decide, WatchTrust
 from actors.auth import report as auth_report, tokens as auth_tokens
-from actors.auth.access import AuthBox, UpstreamAuthAccess
+from actors.auth.access import AuthBox, UpstreamAuthAccess, split_key
 from actors.auth.keeper import AuthKeeper
-from actors.auth.messages import CompleteSignIn, SetRedirect
+from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
@@ -329,13 +329,24 @@ class Runtime:
         """Servers waiting for an OAuth sign-in, with their authorization URL (no actor hop)."""
         return auth_report.waiting(self.servers.current, self.auth.current)
 
+    def client_sign_ins(self, client: str, sees) -> list[dict]:
+        """The `auth: per_client` servers `client` sees (sees(name)) and has not signed in to, each
+        with its own link; asks the AuthKeeper to prepare the links not prepared yet."""
+        entries, unprepared = auth_report.client_waiting(self.servers.current, self.auth.current, client, sees)
+        for view in unprepared if self.auth_keeper is not None else ():
+            _tell(self.auth_keeper, Unauthorized(view.config.name, view.config.http.url, None, None,
+                                                 view.config.auth, client))
+        return entries
+
     def complete_sign_in(self, state: str, code: str) -> str:
         """The /oauth/callback: the AuthKeeper exchanges the code; the names of the servers at the
-        signed-in URL. KeyError for an unknown or used state."""
+        signed-in URL (and the client, for a client's own sign-in). KeyError for an unknown or used state."""
         assert self.auth_keeper is not None  # the front serves only a started runtime
-        url = self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f))
+        key = self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f))
+        url, client = split_key(key)
         names = [n for n, v in self.servers.current.servers.items() if v.config.http and v.config.http.url == url]
-        return ", ".join(sorted(names)) or redact_url(url)
+        shown = ", ".join(sorted(names)) or redact_url(url)
+        return shown if client is None else f"{shown} as client {client}"
 
     def wait_settled(self, timeout: float) -> bool:
         return self.settled.wait(timeout=timeout)

@@ -12,7 +12,7 @@ import pykka
 from loguru import logger
 
 from actors.auth import flow
-from actors.auth.access import AuthBox, AuthSnapshot
+from actors.auth.access import AuthBox, AuthSnapshot, grant_key, split_key
 from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, SignInRequired, Unauthorized
 from actors.auth.tokens import Grant, TokenStore, fingerprint
 from actors.redact import redact_url
@@ -124,7 +124,7 @@ class AuthKeeper(pykka.ThreadingActor):
     # ---------------------------------------------------------------- decisions
 
     def _unauthorized(self, msg: Unauthorized) -> None:
-        key = msg.url
+        key = grant_key(msg.url, msg.client)
         self.waiting.setdefault(key, set()).add(msg.server)
         self.settings[key] = msg.settings
         self.challenges[key] = msg.challenge
@@ -148,7 +148,8 @@ class AuthKeeper(pykka.ThreadingActor):
             return
         self.busy.add(key)
         # the greenlet gets values, never this actor's dicts
-        args = (key, key, self.challenges.get(key), self.settings.get(key), self.redirect, self.grants.get(key))
+        args = (key, split_key(key)[0], self.challenges.get(key), self.settings.get(key), self.redirect,
+                self.grants.get(key))
         self._spawn(key, "begin", lambda: _Begun(flow.begin(*args)))
 
     def _refresh(self, key: str) -> None:
@@ -178,8 +179,14 @@ class AuthKeeper(pykka.ThreadingActor):
         self.pending = {s: p for s, p in self.pending.items() if p.key != key}  # one live sign-in per server
         self.pending[pending.state] = pending
         self.flows[key] = pending.state
-        logger.warning("auth: {} needs a sign-in: run `troupe auth {}` or open the link in /status",
-                       redact_url(key), ", ".join(sorted(self.waiting.get(key, ()))) or "NAME")
+        url, client = split_key(key)
+        names = ", ".join(sorted(self.waiting.get(key, ()))) or "NAME"
+        if client is None:
+            logger.warning("auth: {} needs a sign-in: run `troupe auth {}` or open the link in /status",
+                           redact_url(url), names)
+        else:
+            logger.info("auth: {} needs client {}'s own sign-in (`troupe auth {} --client {}`, or its "
+                        "list_tools)", redact_url(url), client, names, client)
 
     def _complete(self, msg: CompleteSignIn) -> None:
         pending = self.pending.pop(msg.state, None)
@@ -204,14 +211,14 @@ class AuthKeeper(pykka.ThreadingActor):
             self._save()
             self._schedule(key, msg.grant)
             logger.info("auth: {} for {}", "signed in" if msg.kind == "exchange" else "token refreshed",
-                        redact_url(key))
+                        _shown(key))
             if msg.kind == "exchange" or self.waiting.get(key):
                 self._signed_in(key)
             if msg.reply is not None:
                 msg.reply.set(key)
             return
         error = msg.error or flow.SignInError("failed")
-        logger.warning("auth: {} for {}: {}", msg.kind, redact_url(key), error)
+        logger.warning("auth: {} for {}: {}", msg.kind, _shown(key), error)
         if msg.reply is not None:
             fail(msg.reply, error)
         if msg.kind == "refresh" and not error.rejected:
@@ -222,13 +229,14 @@ class AuthKeeper(pykka.ThreadingActor):
             gevent.spawn_later(REFRESH_RETRY, tell, self.actor_ref, _BeginDue(key))
             return
         self._drop(key)  # a revoked or expired grant: sign in again, never a crash loop
-        if msg.kind == "refresh" and not self.waiting.get(key):  # its servers run on: hold them
-            self._tell_supervisor(SignInRequired(key))
+        if msg.kind == "refresh" and not self.waiting.get(key) and split_key(key)[1] is None:
+            self._tell_supervisor(SignInRequired(key))  # its servers run on: hold them
         self._begin(key)
 
     def _signed_in(self, key: str) -> None:
         self.waiting.pop(key, None)
-        self._tell_supervisor(SignedIn(key))
+        if split_key(key)[1] is None:  # a client's own grant starts nothing: troupe's link runs on
+            self._tell_supervisor(SignedIn(key))
 
     def _tell_supervisor(self, message) -> None:
         supervisor = self._supervisor()
@@ -277,3 +285,9 @@ class AuthKeeper(pykka.ThreadingActor):
         snapshot = AuthSnapshot(MappingProxyType(bearers), MappingProxyType(sign_ins), refreshing)
         if snapshot != self.box.current:
             self.box.publish(snapshot)
+
+
+def _shown(key: str) -> str:
+    """A grant key for a log line: the URL without secrets, and the client if it is one's own."""
+    url, client = split_key(key)
+    return redact_url(url) if client is None else f"{redact_url(url)} (client {client})"

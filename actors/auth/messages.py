@@ -18,6 +18,7 @@ class Unauthorized:
     challenge: str | None  # the WWW-Authenticate header (its resource_metadata and scope)
     used: str | None  # fingerprint of the bearer the refused request carried (tokens.fingerprint)
     settings: UpstreamAuth | None = None  # the server's `auth:` entry, if any
+    client: str | None = None  # `auth: per_client`: the client whose own request was refused
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,11 +46,14 @@ class ClientView:
         return server if self.profile is None or self.profile.passes_through(server) else None
 
     def sign_ins_in_view(self) -> list[dict]:
-        """The servers waiting for an OAuth sign-in that this client's profile shows."""
-        waiting = self.rt.sign_ins()
-        if self.profile is None:
-            return waiting
-        return [w for w in waiting if self.profile.sees_server(w["name"])]
+        """The servers this client's profile shows that wait for an OAuth sign-in: troupe's own,
+        and those with `auth: per_client` this client has not signed in to (with its own link)."""
+        profile = self.profile
+        sees = profile.sees_server if profile is not None else (lambda name: True)
+        waiting = [w for w in self.rt.sign_ins() if sees(w["name"])]
+        if self.client_name is not None:
+            waiting += self.rt.client_sign_ins(self.client_name, sees)
+        return waiting
 
     def sees_core(self, tool: dict[str, Any]) -> bool:
         """troupe's core_* tools report on (and some act on) every server: a profile that hides

@@ -26,7 +26,7 @@ from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
 from actors.serve.relay_rounds import RelayCall, RelayRounds
 from actors.serve.relay_streams import RelayListen, answer, progress_frames
-from actors.supervision.placing import RELAY_HEADER, TOKEN_HEADER
+from actors.supervision.placing import CLIENT_HEADER, RELAY_HEADER, TOKEN_HEADER
 from actors.tells import tell
 
 RELAY_LIST_TTL_MS = 5_000  # lists read through a relay are re-read this often if its listen stream is down
@@ -97,9 +97,10 @@ class Relay:
                 return _json("200 OK", call)
         else:
             call = RelayCall(ref, server, rid, method, upstream, caps)
+            # the sender proved the cluster secret: the client it names is the one it serves
             if not tell(ref, Forward(method, upstream, call.on_reply, origin=call, origin_request=call.token,
                                      on_progress=call.on_progress if call.progress_token is not None else None,
-                                     client_capabilities=caps)):
+                                     client_capabilities=caps, client=_header(environ, CLIENT_HEADER))):
                 return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                       f"{server} went away"))
         shape = partial(answer, method=method, list_ttl_ms=RELAY_LIST_TTL_MS)

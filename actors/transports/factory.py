@@ -24,8 +24,11 @@ def make_transport(config: ServerConfig, on_message: OnMessage, on_closed: OnClo
     extra: dict = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
     # Not for a server with its own Authorization header, nor for a relay to another troupe instance
     # (X-Troupe-Relay, placing.py): troupe signs in to upstreams, never to itself.
-    if auth is not None and not any(k.lower() in ("authorization", "x-troupe-relay") for k in headers):
+    relay = any(k.lower() == "x-troupe-relay" for k in headers)
+    if auth is not None and not relay and not any(k.lower() == "authorization" for k in headers):
         extra.update(auth=auth, auth_settings=config.auth)
+    if relay:  # the owner sends a client's call with that client's own token (auth: per_client)
+        extra["client_header"] = "X-Troupe-Client"
     if config.transport == "sse":
         from actors.transports.legacy_sse import SseTransport
         return SseTransport(config.name, config.http.url, headers, on_message, on_closed, log=log, **extra)

@@ -126,8 +126,14 @@ class SseTransport(HttpTransportBase):
         return endpoint
 
     def _dispatch(self, message: dict) -> None:
+        try:
+            self._post_message(message)
+        finally:
+            self._sent(message)
+
+    def _post_message(self, message: dict) -> None:
         assert self._endpoint is not None  # send() queues nothing before open() set it
-        headers = self._with_bearer({**self._headers, "Content-Type": JSON_MEDIA_TYPE})
+        headers = self._with_bearer({**self._headers, "Content-Type": JSON_MEDIA_TYPE}, message)
         try:
             resp = self._http.post(self._endpoint, data=jsonrpc.encode(message), headers=headers,
                                    stream=True, timeout=(self._connect_timeout, POST_READ_TIMEOUT))
@@ -135,8 +141,8 @@ class SseTransport(HttpTransportBase):
             self._fail(message, f"POST {redact_url(self._endpoint)} failed: {describe_exc(exc)}")
             return
         with self._tracked(resp):
-            if self._needs_auth(resp):
-                return  # the owner fails what is pending when the link ends
+            if self._needs_auth(resp, message):
+                return  # the owner fails what is pending when the link ends (a client's 401: answered)
             if resp.status_code >= 300:
                 self._fail(message, error_detail(resp), resp.status_code)
             else:

@@ -112,7 +112,8 @@ class StreamableHttpTransport(HttpTransportBase):
         return headers
 
     def _post_headers(self, message: dict) -> dict:
-        headers = self._with_bearer({**self._headers, "Content-Type": JSON_MEDIA_TYPE, "Accept": POST_ACCEPT})
+        headers = self._with_bearer({**self._headers, "Content-Type": JSON_MEDIA_TYPE, "Accept": POST_ACCEPT},
+                                    message)
         if _modern(message):  # no session: the headers mirror this request alone
             return {**headers, **modern_client.request_headers(message, self._tool_headers)}
         return self._session_headers(headers)
@@ -151,7 +152,8 @@ class StreamableHttpTransport(HttpTransportBase):
     def _post(self, message: dict, read_timeout: float) -> requests.Response:
         return self._fresh(lambda: self._http.post(self.url, data=jsonrpc.encode(message), stream=True,
                                                    headers=self._post_headers(message),  # the bearer of now
-                                                   timeout=(self._connect_timeout, read_timeout)))
+                                                   timeout=(self._connect_timeout, read_timeout)),
+                           self._client_of(message))
 
     def _post_request(self, message: dict) -> None:
         try:
@@ -165,6 +167,7 @@ class StreamableHttpTransport(HttpTransportBase):
             if failure is not None:
                 self._fail(message, *failure)
         finally:
+            self._sent(message)
             if self._calls.get(message["id"]) is gevent.getcurrent():
                 del self._calls[message["id"]]
 
@@ -189,8 +192,8 @@ class StreamableHttpTransport(HttpTransportBase):
     def _read_answer(self, message: dict, resp: requests.Response) -> tuple[str, int | None] | None:
         """Deliver what the server answered; return why not, if the request is still unanswered."""
         status = resp.status_code
-        if self._needs_auth(resp):
-            return None  # the owner fails every pending request on on_closed
+        if self._needs_auth(resp, message):
+            return None  # the owner fails every pending request on on_closed (a client's 401: answered)
         if status >= 400 and self._modern_refusal(message, resp):
             return None
         if status >= 300:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -24,8 +25,10 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 class McpHttp:
     """A minimal legacy-session MCP client over troupe's /mcp."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url, self.http, self.next_id = url, requests.Session(), 0
+        if token:
+            self.http.headers["Authorization"] = f"Bearer {token}"
         answer = self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                              "clientInfo": {"name": "oauth-test", "version": "1"}})
         assert "result" in answer, answer
@@ -61,19 +64,21 @@ def oauth_server(tmp_path):
         stop(proc)
 
 
-def _entry(t: TroupeHttp, name: str = "guarded") -> dict:
-    servers = requests.get(t.base + "/status", timeout=10).json()["servers"]
+def _entry(t: TroupeHttp, name: str = "guarded", operator: str | None = None) -> dict:
+    headers = {"Authorization": f"Bearer {operator}"} if operator else {}
+    servers = requests.get(t.base + "/status", headers=headers, timeout=10).json()["servers"]
     return next(s for s in servers if s["name"] == name)
 
 
-def _sign_in(t: TroupeHttp) -> None:
-    entry = wait_until(lambda: (e := _entry(t)).get("auth_url") and e, timeout=20, message="an auth_url")
+def _sign_in(t: TroupeHttp, operator: str | None = None) -> None:
+    entry = wait_until(lambda: (e := _entry(t, operator=operator)).get("auth_url") and e, timeout=20,
+                       message="an auth_url")
     assert entry["state"] == "needs-auth"
     page = requests.get(entry["auth_url"], timeout=20)  # authorize → 302 → troupe's /oauth/callback
     assert page.status_code == 200 and "signed in to guarded" in page.text, page.text
     again = requests.get(page.url, timeout=10)  # the same state twice: refused
     assert again.status_code == 400
-    wait_until(lambda: _entry(t)["state"] == "ready", timeout=20, message="ready after the sign-in")
+    wait_until(lambda: _entry(t, operator=operator)["state"] == "ready", timeout=20, message="ready after the sign-in")
 
 
 def _tokens_file() -> Path:
@@ -181,3 +186,61 @@ def test_sign_in_to_a_legacy_sse_server(tmp_path):
             assert t.stop() == 0
     finally:
         stop(proc)
+
+
+CLIENTS = {"alice": "alice-secret-token", "bob": "bob-secret-token"}
+OPERATOR = "operator-secret-token"
+
+
+def _grant_of(client: McpHttp) -> dict:
+    return client.tool("call_tool", {"name": "guarded__grant", "arguments": {}})
+
+
+def test_per_client_sign_in(tmp_path, oauth_server):
+    """auth: per_client: troupe signs in once for itself (lists), each client signs in for its own
+    calls, and a client's calls carry its own token, never troupe's or another client's."""
+    servers = [{"name": "guarded", "auth": "per_client", "transport": {
+        "type": "streamable-http", "streamable_http": {"url": oauth_server + "/mcp"}}}]
+    config = write_config(tmp_path, servers, auth_token=OPERATOR,
+                          clients=[{"name": name, "token": token} for name, token in CLIENTS.items()])
+    t = TroupeHttp(config)
+    try:
+        _sign_in(t, operator=OPERATOR)  # troupe's own grant: the server is ready, its tools are listed
+        alice, bob = McpHttp(t.url, CLIENTS["alice"]), McpHttp(t.url, CLIENTS["bob"])
+
+        # 1. Alice has no token of her own: her call is refused with her own sign-in link.
+        refused = _grant_of(alice)
+        assert refused.get("isError"), refused
+        link = re.search(r"open (\S+)", _text(refused))
+        assert link and "client alice must sign in" in _text(refused), _text(refused)
+        page = requests.get(link.group(1), timeout=20)
+        assert page.status_code == 200 and "as client alice" in page.text, page.text
+        assert _entry(t, operator=OPERATOR)["clients_signed_in"] == ["alice"]
+
+        # 2. Her calls now carry her grant (a client registration of its own), not troupe's.
+        alice_grant = _text(wait_until(lambda: (r := _grant_of(alice)) and not r.get("isError") and r,
+                                       timeout=10, message="alice's call with her token"))
+        stored = json.loads(_tokens_file().read_text())["servers"]
+        troupe_key = next(k for k in stored if " client=" not in k)
+        assert alice_grant == stored[f"{troupe_key} client=alice"]["client_id"]
+        assert alice_grant != stored[troupe_key]["client_id"]
+
+        # 3. Bob is still refused (alice's token is not his); list_tools shows him his own link.
+        assert _grant_of(bob).get("isError")
+        listed = json.loads(_text(bob.tool("list_tools")))
+        waiting = wait_until(lambda: [w for w in json.loads(_text(bob.tool("list_tools"))).get(
+            "needs_authentication", []) if w.get("auth_url")], timeout=10, message="bob's link in list_tools")
+        assert "guarded__grant" in {tool["name"] for tool in listed["tools"]}
+        assert waiting[0]["name"] == "guarded" and waiting[0]["client"] == "bob"
+        assert requests.get(waiting[0]["auth_url"], timeout=20).status_code == 200
+        bob_grant = _text(_grant_of(bob))
+        assert bob_grant not in (alice_grant, stored[troupe_key]["client_id"], "no token")
+        assert _text(_grant_of(alice)) == alice_grant
+        entry = _entry(t, operator=OPERATOR)
+        assert entry["clients_signed_in"] == ["alice", "bob"] and entry["state"] == "ready"
+        assert "needs_authentication" not in json.loads(_text(alice.tool("list_tools")))
+    finally:
+        assert t.stop() == 0
+    log = "".join(t.stderr)
+    for grant in json.loads(_tokens_file().read_text())["servers"].values():
+        assert grant.get("access_token") and grant["access_token"] not in log

@@ -15,6 +15,7 @@ from fastmcp import FastMCP
 from fastmcp.server.auth.auth import ClientRegistrationOptions, RevocationOptions
 from fastmcp.server.auth.providers import in_memory
 from fastmcp.server.auth.providers.in_memory import InMemoryOAuthProvider
+from fastmcp.server.dependencies import get_access_token
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -31,6 +32,12 @@ def build(base_url: str) -> tuple[FastMCP, InMemoryOAuthProvider]:
     def whoami(message: str = "") -> str:
         """Answer only a signed-in client."""
         return f"signed in: {message}"
+
+    @mcp.tool
+    def grant() -> str:
+        """The OAuth client the calling token was issued to (each sign-in registers its own)."""
+        token = get_access_token()
+        return token.client_id if token is not None else "no token"
 
     @mcp.custom_route("/test/revoke-all", methods=["POST"])
     async def revoke_all(request: Request) -> JSONResponse:

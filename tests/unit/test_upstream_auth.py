@@ -10,7 +10,7 @@ import pytest
 from loguru import logger
 
 from actors.auth import metadata
-from actors.auth.access import AuthSnapshot
+from actors.auth.access import AuthSnapshot, grant_key, split_key
 from actors.auth.flow import Pending
 from actors.auth.tokens import Grant, TokenStore, default_path, fingerprint
 from actors.settings import config
@@ -77,6 +77,44 @@ def test_auth_config_entry_short_and_long_forms():
     assert "csecret" not in repr(auth)
     with pytest.raises(config.ConfigError, match="auth.bogus"):
         servers({"bogus": 1})
+    assert servers("per_client")[0].auth.per_client and not servers("oauth")[0].auth.per_client
+    assert servers({"per_client": True, "client_id": "cid"})[0].auth.per_client
+    with pytest.raises(config.ConfigError, match="auth.per_client"):
+        servers({"per_client": "yes"})
+
+
+def test_a_clients_grant_has_its_own_key():
+    url = "https://mcp.example/v1/mcp?tenant=a"
+    assert grant_key(url) == url and split_key(url) == (url, None)
+    assert split_key(grant_key(url, "alice")) == (url, "alice")
+    assert grant_key(url, "alice") != grant_key(url, "bob") != grant_key(url)
+    assert split_key(grant_key(url, "team a")) == (url, "team a")  # a client name may hold a space
+
+
+def test_a_client_sees_its_own_missing_sign_ins_only():
+    from types import MappingProxyType, SimpleNamespace
+
+    from actors.auth import report
+    from actors.settings.upstream_auth import UpstreamAuth
+    http = SimpleNamespace(url="https://mcp.example/mcp")
+
+    def view(auth, state="ready"):
+        return SimpleNamespace(config=SimpleNamespace(auth=auth, http=http), state=state)
+    servers = SimpleNamespace(servers={"mine": view(UpstreamAuth(per_client=True)), "shared": view(UpstreamAuth()),
+                                       "down": view(UpstreamAuth(per_client=True), "needs-auth")})
+    signed = AuthSnapshot(bearers=MappingProxyType({grant_key(http.url, "alice"): SECRET}),
+                          sign_ins=MappingProxyType({grant_key(http.url, "bob"): {"auth_url": "https://as/x"}}))
+    assert report.client_waiting(servers, signed, "alice", lambda name: True) == ([], [])
+    entries, unprepared = report.client_waiting(servers, signed, "bob", lambda name: True)
+    assert entries == [{"name": "mine", "client": "bob", "auth_url": "https://as/x"}] and unprepared == []
+    entries, unprepared = report.client_waiting(servers, signed, "carol", lambda name: True)
+    assert [e["name"] for e in entries] == ["mine"] and "auth_error" in entries[0] and len(unprepared) == 1
+    assert report.client_waiting(servers, signed, "carol", lambda name: name != "mine") == ([], [])
+    status = [{"name": "mine", "state": "ready"}]
+    report.annotate(status, servers.servers, signed)
+    assert status[0]["clients_signed_in"] == ["alice"]
+    assert status[0]["client_sign_ins"] == {"bob": {"auth_url": "https://as/x"}}
+    assert SECRET not in repr(status)
 
 
 def test_auth_client_secret_from_the_environment(monkeypatch):
@@ -143,3 +181,29 @@ def test_oauth_only_for_servers_without_their_own_authorization(headers, oauth):
     marker = object()
     transport = make_transport(server, lambda m: None, lambda r: None, auth=marker)
     assert (transport._auth is marker) is oauth  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_a_clients_request_carries_its_own_token_or_none():
+    from actors.transports.streamable_http import StreamableHttpTransport
+
+    class Access:
+        def bearer(self, url, client=None):
+            return {None: "troupe-token", "alice": "alice-token"}.get(client)
+    plain = StreamableHttpTransport("s", "http://127.0.0.1:9/mcp", {}, lambda m: None, lambda r: None, auth=Access())
+    relay = StreamableHttpTransport("s", "http://127.0.0.1:9/mcp", {"X-Troupe-Relay": "s"}, lambda m: None,
+                                    lambda r: None, client_header="X-Troupe-Client")
+    try:
+        for n, client in enumerate(("alice", "bob", None)):
+            message = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {}}
+            plain._clients[n] = relay._clients[n] = client  # as send(message, client=...) records it
+            if client is None:
+                del plain._clients[n], relay._clients[n]
+            sent = plain._with_bearer({}, message)
+            assert sent.get("Authorization") == {"alice": "Bearer alice-token", "bob": None,
+                                                 None: "Bearer troupe-token"}[client]  # never troupe's for bob
+            assert relay._with_bearer({}, message).get("X-Troupe-Client") == client
+            plain._sent(message)
+            assert n not in plain._clients
+    finally:
+        plain.close()
+        relay.close()
