@@ -18,6 +18,19 @@ def run(command: str, argv: list[str]) -> int:
     return {"status": status, "check": check, "discover": discover}[command](argv)
 
 
+def base_url(url: str) -> str:
+    """A running troupe's HTTP base from what a user typed: its base, /mcp, /sse or /status URL."""
+    base = url.rstrip("/")
+    for suffix in ("/mcp", "/sse", "/status"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return base
+
+
+def bearer_headers(token: str | None) -> dict:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def status(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="troupe status", description="Show a running troupe's status report.")
     p.add_argument("--url", default=DEFAULT_URL, help="troupe's HTTP base URL (or its /mcp URL)")
@@ -25,11 +38,7 @@ def status(argv: list[str]) -> int:
     p.add_argument("--token", default=os.environ.get("TROUPE_AUTH_TOKEN"), help="bearer token, if one is set")
     args = p.parse_args(argv)
     import requests
-    base = args.url.rstrip("/")
-    for suffix in ("/mcp", "/sse", "/status"):
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    base, headers = base_url(args.url), bearer_headers(args.token)
     try:
         resp = requests.get(base + "/status", headers=headers, timeout=10)
     except requests.RequestException as exc:

@@ -10,7 +10,7 @@ import sys
 import webbrowser
 from urllib.parse import quote
 
-from actors.commands import DEFAULT_URL
+from actors.commands import DEFAULT_URL, base_url, bearer_headers
 
 
 def run(argv: list[str]) -> int:
@@ -22,11 +22,7 @@ def run(argv: list[str]) -> int:
     p.add_argument("--token", default=os.environ.get("TROUPE_AUTH_TOKEN"), help="troupe's bearer token, if set")
     args = p.parse_args(argv)
     import requests
-    base = args.url.rstrip("/")
-    for suffix in ("/mcp", "/sse", "/status"):
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    base, headers = base_url(args.url), bearer_headers(args.token)
     try:
         resp = requests.get(f"{base}/status/servers/{quote(args.name, safe='')}", headers=headers, timeout=10)
     except requests.RequestException as exc:

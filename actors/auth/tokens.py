@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping
 
+from actors.private_files import write_private
 from actors.trust import ledger
 
 FILE_NAME = "oauth-tokens.json"
@@ -91,21 +90,6 @@ class TokenStore:
         return out
 
     def save(self, grants: Mapping[str, Grant]) -> None:
-        """Write all grants: a 0600 temporary file in the same directory, fsync, rename over."""
-        folder = os.path.dirname(self.path) or "."
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        """Write all grants: owner-only (0600) and atomic."""
         data = {"version": 1, "servers": {key: asdict(grant) for key, grant in grants.items()}}
-        fd, tmp = tempfile.mkstemp(prefix=".oauth-tokens.", dir=folder)  # mkstemp creates it 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                os.fchmod(fh.fileno(), FILE_MODE)
-                json.dump(data, fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_private(self.path, json.dumps(data, indent=1).encode(), ".oauth-tokens.")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +16,8 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
 import orjson
+
+from actors.private_files import write_private
 
 FORMAT_VERSION = 1
 FILE_NAME = "approvals.json"
@@ -133,18 +134,7 @@ class Ledger:
             result = change(data)
             data["version"] = FORMAT_VERSION
             blob = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-            fd, tmp = tempfile.mkstemp(prefix=".approvals-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(blob)
-                os.chmod(tmp, 0o600)
-                os.replace(tmp, self.path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_private(self.path, blob, ".approvals-")
             return result, data
 
 

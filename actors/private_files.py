@@ -1,0 +1,27 @@
+"""Writing a file that holds secrets or decisions (approvals, OAuth tokens): owner-only, atomic."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_private(path: str | Path, blob: bytes, prefix: str) -> None:
+    """Replace `path` with `blob`: a 0600 temporary file in the same directory (mkstemp creates it
+    0600), fsync, rename over. A reader sees the old file or the new one, never half of one."""
+    folder = os.path.dirname(str(path)) or "."
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
