@@ -211,7 +211,14 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
         pin=check.typed(item, "pin", path, bool, True),
         placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail),
-        auth=upstream_auth.parse(item.get("auth"), f"{path}.auth", check.fail))
+        auth=_auth(item, kind, path, check))
+
+
+def _auth(item: Mapping, kind: str, path: str, check: _Checker):
+    if kind == "stdio" and item.get("auth") is not None:
+        check.fail(f"{path}.auth", "OAuth is for HTTP servers (sse, streamable-http)")
+        return None
+    return upstream_auth.parse(item.get("auth"), f"{path}.auth", check.fail)
 
 
 def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:

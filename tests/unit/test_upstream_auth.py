@@ -81,6 +81,9 @@ def test_auth_config_entry_short_and_long_forms():
     assert servers({"per_client": True, "client_id": "cid"})[0].auth.per_client
     with pytest.raises(config.ConfigError, match="auth.per_client"):
         servers({"per_client": "yes"})
+    with pytest.raises(config.ConfigError, match="OAuth is for HTTP servers"):
+        config.from_data({"servers": [{"name": "a", "auth": "oauth", "transport": {
+            "type": "stdio", "stdio": {"command": "echo"}}}]})
 
 
 def test_a_clients_grant_has_its_own_key():
