@@ -113,7 +113,8 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles", *_WORKFLOW_KEYS}, "")
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles",
+                                  *_WORKFLOW_KEYS}, "")
     else:
         check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles",
                                    *_WORKFLOW_KEYS}, "")

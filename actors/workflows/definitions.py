@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import jsonschema
+import jsonschema.validators
 import orjson
 
 from actors.settings.files import ConfigError, Located, read

@@ -74,7 +74,8 @@ class WorkflowKeeper(pykka.ThreadingActor):
         self._version += 1
         self.box.current = WorkflowSet(self._version, MappingProxyType(workflows), tuple(problems),
                                        frozenset(f for f in self._problems if f in self._good))
-        changed = tuple(sorted(n for n in set(before) | set(workflows) if _written(before.get(n)) != _written(workflows.get(n))))
+        changed = tuple(sorted(n for n in set(before) | set(workflows)
+                               if _written(before.get(n)) != _written(workflows.get(n))))
         if announce and changed and self.bus is not None:
             self.bus.publish(WorkflowsChanged(changed, self._version))
 
