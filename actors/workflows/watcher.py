@@ -22,6 +22,29 @@ def read_all(directory: str) -> tuple:
     return tuple(read_one(path) for path in definitions.dir_files(directory))
 
 
+def dir_problems(directory: str, config_workflows: tuple = ()) -> tuple[list, list[str]]:
+    """For `troupe check`: the workflows a directory adds to the config's, and every problem
+    (file:line each, in line order per file; a name defined twice included)."""
+    workflows, problems = list(config_workflows), []
+    for read in read_all(directory):
+        problems += sorted(read.problems, key=_line_of)
+        workflow = read.workflow
+        if isinstance(workflow, definitions.Workflow):
+            first = next((w for w in workflows if w.name == workflow.name), None)
+            if first is not None:
+                problems.append(f"{read.file}:{workflow.line}: workflow {workflow.name!r} is defined already in "
+                                f"{first.source}:{first.line}")
+            else:
+                workflows.append(workflow)
+    return workflows, problems
+
+
+def _line_of(problem: str) -> int:
+    head = problem.split(": ", 1)[0]
+    number = head.rsplit(":", 1)[-1]
+    return int(number) if number.isdigit() else 0
+
+
 def read_one(path: Path) -> FileRead:
     workflow, problems = definitions.load_file(path)
     return FileRead(str(path), workflow, tuple(problems))

@@ -234,3 +234,38 @@ def test_a_workflows_dir_file_is_picked_up_live_and_a_broken_one_keeps_the_last_
     (wf_dir / "shout.yaml").unlink()
     wait_until(lambda: "workflow_shout" not in {x["name"] for x in t.request("tools/list")["result"]["tools"]}, 15,
                interval=0.2, message="a removed file's workflow gone")
+
+
+def test_troupe_check_reports_broken_workflows_with_file_and_line(tmp_path):
+    import subprocess
+
+    from tests.support import PYTHON, ROOT
+    wf_dir = tmp_path / "workflows"
+    wf_dir.mkdir()
+    (wf_dir / "greet.yaml").write_text(GREET)
+    (wf_dir / "broken.yaml").write_text(GREET.replace("name: greet", "name: broken")
+                                        .replace('args: {text: "hello {{ input.who }}"}',
+                                                 'args: {text: "hello {{ input.who }"}\n    on_error: maybe'))
+    path = _config(tmp_path, "flat", [{**FAILS, "output": "{{ steps.later.text }}"}], workflows_dir=str(wf_dir))
+
+    def check() -> subprocess.CompletedProcess:
+        return subprocess.run([PYTHON, "-m", "actors.main", "check", str(path)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+    done = check()  # the config's own workflow first: a broken config is refused before the dir is read
+    assert done.returncode == 1
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.strip().startswith("output:"))
+    assert done.stdout.splitlines() == [
+        f"{path}:{line}: workflows[0].output: names step 'later', which is not an earlier step of this workflow"]
+
+    path = _config(tmp_path, "flat", [FAILS], workflows_dir=str(wf_dir))
+    done = check()
+    assert done.returncode == 1
+    broken = wf_dir / "broken.yaml"
+    assert done.stdout.splitlines() == [
+        f"{broken}:6: steps[0].args.text: template does not parse: unexpected '}}'",
+        f"{broken}:7: steps[0].on_error: 'maybe' is not one of stop, continue"]
+    assert "2 problem(s) found" in done.stderr
+
+    broken.unlink()
+    done = check()
+    assert done.returncode == 0 and "2 workflows: fails_in_the_middle, greet;" in done.stdout
