@@ -33,8 +33,7 @@ from actors.messages import (
 )
 from actors.protocol import jsonrpc, mcp, modern
 from actors.tells import tell as _tell
-from actors.workflows.runs import WorkflowRuns
-from actors.workflows.session_calls import WorkflowCalls
+from actors.workflows.session_calls import WorkflowCalls, WorkflowRuns, WorkflowsChanged
 
 _session_ids = itertools.count(1)
 BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
@@ -67,7 +66,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
     Retry, _Deferred, AnswerOverdue, InputAnswered and ParkExpired (answers, deadlines, retries and
     start-up waits of its own calls, the deadlines of requests relayed to the client, and the
     rounds of calls that need the client's input);
-    CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest,
+    CatalogueUpdated, ServerLogged, ResourceUpdated and WorkflowsChanged (from the bus); ServerRequest,
     ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward to Connections,
     SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
     Runtime), and its answers and notifications to the client through its sinks.
@@ -96,7 +95,8 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
 
     def on_start(self) -> None:
         assert self.rt.bus is not None  # sessions start on a started runtime, whose bus stays
-        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated"))
+        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated",
+                                                         "WorkflowsChanged"))
 
     def on_stop(self) -> None:
         assert self.rt.bus is not None  # set before on_start, never cleared
@@ -173,6 +173,8 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
                 exposed = self.subscriptions.exposed_uri(server, uri)
                 if exposed is not None and self.notify is not None:
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
+            case WorkflowsChanged(names=names):
+                self._workflows_changed(names)
             case ClientGone(reason=reason):
                 self._cancel_all(reason)
                 self.actor_ref.stop(block=False)
@@ -376,7 +378,6 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
         self.workflow_runs.close(reason)
         for ref in self._inflight.close():
             _tell(ref, CancelForward(self.actor_ref, None, reason))
-
 
 
 _METHODS = {

@@ -84,6 +84,10 @@ def _structured(response: dict) -> dict:
     return response["result"]["structuredContent"]
 
 
+def _list_changes(t: Troupe) -> int:
+    return sum(1 for m in t.received if m.get("method") == "notifications/tools/list_changed")
+
+
 def _progress_for(t: Troupe, token: str) -> list[dict]:
     return [m["params"] for m in t.received
             if m.get("method") == "notifications/progress" and m["params"].get("progressToken") == token]
@@ -220,7 +224,9 @@ def test_a_workflows_dir_file_is_picked_up_live_and_a_broken_one_keeps_the_last_
     assert listed["workflows"][0]["stale"] is True
     assert text_of(t.call("workflow_greet", {"who": "ada"})) == "hello ada?"  # the last good one serves on
 
+    changes = _list_changes(t)
     (wf_dir / "shout.yaml").write_text(GREET.replace("name: greet", "name: shout").replace("echo__echo", "echo__nope"))
+    wait_until(lambda: _list_changes(t) > changes, 15, interval=0.1, message="tools/list_changed for a new workflow")
     wait_until(lambda: "workflow_shout" in {x["name"] for x in t.request("tools/list")["result"]["tools"]}, 15,
                interval=0.2, message="a new file picked up")
     checked = json.loads(text_of(t.call("core_workflow_validate", {"name": "shout"})))
