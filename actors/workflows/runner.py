@@ -98,20 +98,11 @@ class Runner:
             started: list[Any] = [self._start(step, context) for step in group]
             stop: str | None = None
             for step, begun in zip(group, started):
-                record = {"id": step.id, "tool": step.tool, "server": self._server(step)}
-                if begun is SKIPPED:
-                    steps[step.id] = SKIPPED
-                    record.update(skipped=True, is_error=False)
-                else:
-                    outcome, ended = self._wait(begun) if isinstance(begun, _Pending) else (begun, time.monotonic())
-                    steps[step.id] = outcome
-                    record.update(skipped=False, is_error=outcome["is_error"], text=outcome["text"][:STEP_TEXT_LIMIT],
-                                  ms=round((ended - group_began) * 1000))
-                    if outcome["structured"] is not None:
-                        record["structured"] = outcome["structured"]
-                    if outcome["is_error"] and step.on_error == "stop" and stop is None:
-                        stop = (f"workflow {self.workflow.name}: step {step.id!r} ({step.tool} on server "
-                                f"{record['server']}) failed: {outcome['text']}")
+                outcome, record = self._settle(step, begun, group_began)
+                steps[step.id] = outcome
+                if outcome is not SKIPPED and outcome["is_error"] and step.on_error == "stop" and stop is None:
+                    stop = (f"workflow {self.workflow.name}: step {step.id!r} ({step.tool} on server "
+                            f"{record['server']}) failed: {outcome['text']}")
                 records.append(record)
                 done += 1
                 self._progress(done, total, step.id)
@@ -123,6 +114,20 @@ class Runner:
             return _text_result(f"workflow {self.workflow.name}: output template failed: {exc.message}", error=True,
                                 structured=_record(None, records, began))
         return _text_result(output, structured=_record(output, records, began))
+
+    def _settle(self, step: Step, begun, group_began: float) -> tuple[Any, dict]:
+        """A step's outcome (SKIPPED, or its result as templates see it) and its record."""
+        if begun is SKIPPED:
+            return SKIPPED, {"id": step.id, "tool": step.tool, "server": self._server(step), "skipped": True,
+                             "is_error": False}
+        outcome, ended = self._wait(begun) if isinstance(begun, _Pending) else (begun, time.monotonic())
+        # The server named once the step is over: a tool's server may have come up while it waited.
+        record = {"id": step.id, "tool": step.tool, "server": self._server(step), "skipped": False,
+                  "is_error": outcome["is_error"], "text": outcome["text"][:STEP_TEXT_LIMIT],
+                  "ms": round((ended - group_began) * 1000)}
+        if outcome["structured"] is not None:
+            record["structured"] = outcome["structured"]
+        return outcome, record
 
     def _output(self, steps: dict, context: dict) -> str:
         if self.workflow.output is not None:
