@@ -221,11 +221,11 @@ def _outcome(text: str, error: bool = False, structured: Any = None) -> dict:
 
 
 def _from_answer(message: Any) -> dict:
-    if not isinstance(message, dict) or "error" in message:
+    if not isinstance(message, dict) or "error" in message:  # a JSON-RPC error (unknown tool, say)
         error = message.get("error") if isinstance(message, dict) else None
-        detail = error.get("message") if isinstance(error, dict) else repr(message)
-        return _outcome(f"error {error.get('code') if isinstance(error, dict) else ''}: {detail}".replace(" :", ":"),
-                        error=True)
+        if not isinstance(error, dict):
+            return _outcome(f"unreadable answer: {message!r}"[:STEP_TEXT_LIMIT], error=True)
+        return _outcome(f"error {error.get('code')}: {error.get('message')}", error=True)
     result = message.get("result") or {}
     texts = [c.get("text", "") for c in result.get("content") or () if isinstance(c, dict) and c.get("type") == "text"]
     return _outcome("\n".join(texts), error=result.get("isError") is True, structured=result.get("structuredContent"))

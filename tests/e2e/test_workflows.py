@@ -275,3 +275,18 @@ def test_troupe_check_reports_broken_workflows_with_file_and_line(tmp_path):
     broken.unlink()
     done = check()
     assert done.returncode == 0 and "2 workflows: fails_in_the_middle, greet;" in done.stdout
+
+
+def test_the_configs_own_workflows_apply_on_reload(troupe, tmp_path):
+    t = troupe("flat", workflows=[CONTINUES])
+    t.request("tools/list", timeout=30)
+    assert text_of(t.call("workflow_carries_on", timeout=30)) == "bad failed: True"
+    changed = {**CONTINUES, "output": "after: {{ steps.after.text }}"}
+    path = _config(tmp_path, "flat", [changed, GREET_INLINE])
+    assert path.exists()
+    wait_until(lambda: text_of(t.call("workflow_carries_on")) == "after: bad failed: True", 15, interval=0.2,
+               message="the reloaded config's workflow in use")
+    assert text_of(t.call("workflow_greet", {"who": "bo"})) == "hello bo!"
+
+
+GREET_INLINE = yaml.safe_load(GREET)
