@@ -104,8 +104,16 @@ def check(argv: list[str]) -> int:
             print(problem)
         print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
         return 1
+    from actors.workflows.watcher import dir_problems
+    workflows, problems = dir_problems(cfg.workflows_dir, cfg.workflows) if cfg.workflows_dir else (cfg.workflows, [])
+    for problem in problems:  # each file's problems in line order
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+        return 1
+    shown = f"{len(workflows)} workflows: {', '.join(w.name for w in workflows)}; " if workflows else ""
     print(f"{cfg.path}: OK ({len(cfg.servers)} servers: {', '.join(s.name for s in cfg.servers) or 'none'}; "
-          f"serve {cfg.serve.transport}/{cfg.serve.mode})")
+          f"{shown}serve {cfg.serve.transport}/{cfg.serve.mode})")
     return 0
 
 

@@ -35,6 +35,7 @@ from actors.auth.access import AuthBox, UpstreamAuthAccess, split_key
 from actors.auth.keeper import AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
+from actors.workflows.service import WorkflowService
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
 STOP_DEADLINE = 4.5
@@ -73,6 +74,7 @@ class Runtime:
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
         self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
+        self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -99,6 +101,7 @@ class Runtime:
             self.keeper.tell(WatchTrust(ref))
         if self._discovery_enabled():
             self._start_discovery()
+        self.workflows.start(self.bus)
         return self
 
     def _discovery_enabled(self) -> bool:
@@ -144,6 +147,7 @@ class Runtime:
         deadline = time.monotonic() + STOP_DEADLINE
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
+        self.workflows.stop()
         for ref in (self.discovery, self.supervisor, self.auth_keeper, self.registry, self.keeper,
                     self.bus.ref if self.bus else None):
             if ref is None:

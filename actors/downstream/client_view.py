@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.catalogue import views
 from actors.catalogue.snapshot import Catalogue
+from actors.workflows.tools import with_workflows
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -36,8 +37,8 @@ class ClientView:
         return self.profile is not None and not self.profile.everything
 
     def catalogue(self) -> Catalogue:
-        """The catalogue as this client may see it."""
-        return views.view(self.rt.catalogue(), self.profile)
+        """The catalogue as this client may see it, its workflows included (as tools)."""
+        return with_workflows(views.view(self.rt.catalogue(), self.profile), self.rt.workflows.current, self.profile)
 
     def passthrough_server(self) -> str | None:
         """Flat mode's one server, if unlisted names may pass to it: never when the profile hides

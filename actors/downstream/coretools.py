@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from actors.downstream.metatools import MetaError, _tool, text_result
+from actors.workflows import tools as workflow_tools
 
 _NAME = {"name": {"type": "string", "description": "Server name, as core_mcpserver_list shows it."}}
 
@@ -33,7 +34,7 @@ CORE_TOOLS = (
           {"name": {"type": "string"}}),
     _tool("core_events", "Recent troupe events (state changes, restarts, discovery), newest last.",
           {"limit": {"type": "integer", "minimum": 1, "maximum": 500}}),
-)
+) + workflow_tools.CORE_TOOLS
 CORE_NAMES = frozenset(t["name"] for t in CORE_TOOLS)
 BY_NAME = {t["name"]: t for t in CORE_TOOLS}
 # Operator acts a model must not take unless the operator says so (serve.client_admin: true):
@@ -104,13 +105,17 @@ HANDLERS: dict[str, Callable[[Any, dict], Any]] = {
 }
 
 
-def run(name: str, args: dict, runtime) -> dict:
-    """Blocking: call from a greenlet, never from an actor's own greenlet."""
+def run(name: str, args: dict, runtime, view=None) -> dict:
+    """Blocking: call from a greenlet, never from an actor's own greenlet. `view`: the calling
+    client's catalogue (the workflow tools answer about what that client can call)."""
     if name in ADMIN_TOOLS and not runtime.config.serve.client_admin:
         return text_result(f"{name} is off for MCP clients: stopping, starting and removing servers is an "
                            f"operator act (the dashboard, `troupe` commands), unless the operator sets "
                            f"serve.client_admin: true", is_error=True)
     try:
+        if name in workflow_tools.CORE_NAMES:
+            return text_result(workflow_tools.run_core(name, args, runtime.workflows.current,
+                                                       view if view is not None else runtime.catalogue()))
         return text_result(HANDLERS[name](runtime, args))
     except MetaError as exc:
         return text_result(f"{name}: {exc}", is_error=True)

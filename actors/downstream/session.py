@@ -33,6 +33,7 @@ from actors.messages import (
 )
 from actors.protocol import jsonrpc, mcp, modern
 from actors.tells import tell as _tell
+from actors.workflows.session_calls import WorkflowCalls, WorkflowRuns, WorkflowsChanged
 
 _session_ids = itertools.count(1)
 BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
@@ -50,7 +51,8 @@ class _Deferred:
         self.message, self.sink, self.principal = message, sink, principal
 
 
-class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, ClientView, pykka.ThreadingActor):
+class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, ClientView, WorkflowCalls,
+              pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
     resource subscriptions and its open subscriptions/listen streams; reads the catalogue and
@@ -64,7 +66,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
     Retry, _Deferred, AnswerOverdue, InputAnswered and ParkExpired (answers, deadlines, retries and
     start-up waits of its own calls, the deadlines of requests relayed to the client, and the
     rounds of calls that need the client's input);
-    CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest,
+    CatalogueUpdated, ServerLogged, ResourceUpdated and WorkflowsChanged (from the bus); ServerRequest,
     ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward to Connections,
     SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
     Runtime), and its answers and notifications to the client through its sinks.
@@ -86,13 +88,15 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
         self.client_requests = ClientRequests(lambda our_id: _tell(me, AnswerOverdue(our_id)))
         self.subscriptions = ClientSubscriptions(self._unsubscribe_upstream)
         self.listens = Listens(self._listen_unsubscriber)
+        self.workflow_runs = WorkflowRuns()  # its workflow calls' runners (actors/workflows)
         self._after_wait = False
         self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
 
     def on_start(self) -> None:
         assert self.rt.bus is not None  # sessions start on a started runtime, whose bus stays
-        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated"))
+        self.rt.bus.subscribe(self.key, self._on_event, ("ToolsChanged", "ServerLogged", "ResourceUpdated",
+                                                         "WorkflowsChanged"))
 
     def on_stop(self) -> None:
         assert self.rt.bus is not None  # set before on_start, never cleared
@@ -169,6 +173,8 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
                 exposed = self.subscriptions.exposed_uri(server, uri)
                 if exposed is not None and self.notify is not None:
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
+            case WorkflowsChanged(names=names):
+                self._workflows_changed(names)
             case ClientGone(reason=reason):
                 self._cancel_all(reason)
                 self.actor_ref.stop(block=False)
@@ -243,6 +249,8 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
             if call is not None:  # no answer is owed any more
                 _tell(call.ref, CancelForward(self.actor_ref, call.token,
                                               str(params.get("reason") or "cancelled by client")))
+            else:  # a workflow's runner stops, cancelling its steps
+                self.workflow_runs.cancel(rid, str(params.get("reason") or "cancelled by client"))
 
     def _request(self, msg: dict, sink, principal: str) -> None:
         rid, method = msg["id"], msg["method"]
@@ -367,9 +375,9 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
                 pass  # a new generation of it never heard of this subscription
 
     def _cancel_all(self, reason: str) -> None:
+        self.workflow_runs.close(reason)
         for ref in self._inflight.close():
             _tell(ref, CancelForward(self.actor_ref, None, reason))
-
 
 
 _METHODS = {

@@ -11,6 +11,7 @@ from actors.catalogue.snapshot import Catalogue
 from actors.downstream import coretools, metatools
 from actors.downstream.replies import passthrough, prompt_as_tool, resource_as_tool, tool_outcome
 from actors.protocol import jsonrpc, modern, validation
+from actors.workflows.tools import WORKFLOWS_SERVER
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
@@ -34,6 +35,7 @@ class ToolCalls:
         def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
+        def _run_workflow(self, rid, entry, args: dict, params: dict, sink) -> None: ...
 
     def _tools_list(self, rid, params, sink, msg) -> None:
         if self._starting_up():
@@ -58,8 +60,8 @@ class ToolCalls:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
             return
         if name in coretools.CORE_NAMES and self.sees_core(coretools.BY_NAME[name]):
-            rt = self.rt
-            gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt))))
+            rt, view = self.rt, self.catalogue()  # core_workflow_* answer about this client's view
+            gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt, view))))
             return
         cat = self.catalogue()
         if self.mode == "meta" and name in metatools.META_NAMES:
@@ -89,6 +91,9 @@ class ToolCalls:
             sink(jsonrpc.result(rid, metatools.text_result(
                 f"invalid arguments for {entry.name}: {problem}. describe_tool shows its schema."
                 if self.mode == "meta" else f"invalid arguments for {entry.name}: {problem}", is_error=True)))
+            return
+        if entry.server == WORKFLOWS_SERVER:  # troupe runs it, each step through this same Session
+            self._run_workflow(rid, entry, args, params, sink)
             return
         upstream = {"name": entry.original, "arguments": args}
         meta = params.get("_meta")

@@ -14,7 +14,7 @@ from typing import Any, Mapping, TypeVar, overload
 from actors.settings import profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
-from actors.settings import upstream_auth
+from actors.settings import upstream_auth, workflows_section
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -48,6 +48,7 @@ DEFAULT_CONFIG = next((p for p in (_CHECKOUT / "config" / "default.yaml",
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _T = TypeVar("_T")
 
+_WORKFLOW_KEYS = ("workflows", "workflows_dir")  # actors/settings/workflows_section.py
 _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
                "list": "a list", "dict": "a mapping"}
 
@@ -112,9 +113,11 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles"}, "")
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles",
+                                  *_WORKFLOW_KEYS}, "")
     else:
-        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles"}, "")
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles",
+                                   *_WORKFLOW_KEYS}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -135,9 +138,11 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         discovery = {}
     approvals_file = _trust(data.get("trust"), check, builtins, base)
     cluster = cluster_settings.parse(data.get("cluster"), check.fail, lambda text: expand(text, builtins))
+    workflows, workflows_dir = workflows_section.parse(data, loc, check.fail, lambda text: expand(text, builtins), base)
     if check.problems:
         raise ConfigError(check.problems)
-    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles)
+    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles,
+                  workflows, workflows_dir)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:

@@ -147,7 +147,7 @@ class ServeConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     """A whole loaded config: the servers, the serve section, the raw `discovery:` settings,
-    the file it came from, and where the approvals file lives."""
+    the file it came from, where the approvals file lives, and the workflows."""
 
     servers: tuple = ()
     serve: ServeConfig = ServeConfig()
@@ -156,6 +156,8 @@ class Config:
     approvals_file: str | None = None  # trust.approvals_file; None = <config dir>/approvals.json
     cluster: Any = None  # a cluster.settings.ClusterConfig when several instances share Redis; None: alone
     profiles: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # name → views.Profile
+    workflows: tuple = ()  # workflows.definitions.Workflow each, from the config's `workflows:`
+    workflows_dir: str | None = None  # a directory of one-workflow files, watched at run time
 
     def profile(self, name: str | None):
         """The Profile named (None: no profile, the whole catalogue)."""

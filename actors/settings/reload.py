@@ -117,7 +117,8 @@ class ConfigWatcher:
                 return None
             self._loaded = {s.name: s for s in new.servers if s.source == "config"}
             # Sessions and passthrough read runtime.config.servers; serve/CLI overrides stay as started.
-            self.rt.config = dataclasses.replace(self.rt.config, servers=new.servers)
+            self.rt.config = dataclasses.replace(self.rt.config, servers=new.servers, workflows=new.workflows)
+            self.rt.workflows.config_changed(new)
             self._report(new, result)
             return result
 
