@@ -7,6 +7,8 @@ import gevent
 import pykka
 from loguru import logger
 
+from actors.caching.messages import CacheAnswered
+from actors.caching.session_side import CachedCalls
 from actors.downstream.client_requests import AnswerOverdue, ClientRequests
 from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.client_view import ClientView
@@ -50,7 +52,8 @@ class _Deferred:
         self.message, self.sink, self.principal = message, sink, principal
 
 
-class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, ClientView, pykka.ThreadingActor):
+class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, Lifecycle, ClientView,
+              pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
     resource subscriptions and its open subscriptions/listen streams; reads the catalogue and
@@ -61,13 +64,14 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
     request is served from its own _meta alone: nothing of it is kept here.
 
     Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
-    Retry, _Deferred, AnswerOverdue, InputAnswered and ParkExpired (answers, deadlines, retries and
-    start-up waits of its own calls, the deadlines of requests relayed to the client, and the
+    Retry, _Deferred, AnswerOverdue, InputAnswered, ParkExpired and CacheAnswered (answers, deadlines,
+    retries, cache lookups and start-up waits of its own calls, the deadlines of requests relayed to the client, and the
     rounds of calls that need the client's input);
     CatalogueUpdated, ServerLogged and ResourceUpdated (from the bus); ServerRequest,
-    ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward to Connections,
-    SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
-    Runtime), and its answers and notifications to the client through its sinks.
+    ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward
+    to Connections, LookUp and Store to the CacheKeeper, SetSessionLogLevel to the Supervisor and
+    NotifyUpstream to every Connection (both through Runtime), and its answers and notifications
+    to the client through its sinks.
     """
 
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None, client=None) -> None:
@@ -139,6 +143,8 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
                 self._settle(token, outcome)
             case ForwardExpired(token=token):
                 self._expire(token)
+            case CacheAnswered():
+                self._cache_answered(message)
             case InputAnswered():
                 self._input_answered(message)
             case ParkExpired():

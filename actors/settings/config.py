@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, TypeVar, overload
 
-from actors.settings import profiles as profiles_mod, serve_section
+from actors.settings import cache_section, profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
 from actors.settings import upstream_auth
@@ -112,9 +112,10 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles"}, "")
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles", "cache"}, "")
     else:
-        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles"}, "")
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles",
+                                 "cache"}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -135,9 +136,10 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         discovery = {}
     approvals_file = _trust(data.get("trust"), check, builtins, base)
     cluster = cluster_settings.parse(data.get("cluster"), check.fail, lambda text: expand(text, builtins))
+    cache = cache_section.store(data.get("cache"), check.fail)
     if check.problems:
         raise ConfigError(check.problems)
-    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles)
+    return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles, cache)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:
@@ -158,7 +160,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin", "placement", "auth"}, path)
+                              "pin", "placement", "auth", "cache"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -211,7 +213,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
         pin=check.typed(item, "pin", path, bool, True),
         placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail),
-        auth=upstream_auth.parse(item.get("auth"), f"{path}.auth", check.fail))
+        auth=upstream_auth.parse(item.get("auth"), f"{path}.auth", check.fail),
+        cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail))
 
 
 def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:
@@ -332,4 +335,6 @@ def with_overrides(config: Config, redis: str | None = None, **serve_overrides) 
             raise ConfigError(list(exc.args)) from None
     elif config.cluster is not None and config.serve.transport != "http":
         raise ConfigError(["cluster: instances reach each other over HTTP: set serve.transport: http"])
+    if cache_section.check_backend(config.cache, config.cluster):
+        raise ConfigError(cache_section.check_backend(config.cache, config.cluster))
     return config

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from actors import redact
+from actors.settings.cache_section import CacheConfig, ServerCache
 from actors.settings.upstream_auth import UpstreamAuth
 
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
@@ -88,6 +89,7 @@ class ServerConfig:
     needs_input: tuple[str, ...] = ()  # variables its client file left unresolved: never started with them
     placement: str | None = None  # in a cluster: single | replicated; None = by transport (stdio: single)
     auth: UpstreamAuth | None = None  # an HTTP server's OAuth settings (actors/settings/upstream_auth.py)
+    cache: ServerCache | None = None  # which of its answers troupe caches (actors/settings/cache_section.py)
 
     @property
     def effective_prefix(self) -> str:
@@ -156,6 +158,7 @@ class Config:
     approvals_file: str | None = None  # trust.approvals_file; None = <config dir>/approvals.json
     cluster: Any = None  # a cluster.settings.ClusterConfig when several instances share Redis; None: alone
     profiles: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # name → views.Profile
+    cache: CacheConfig = CacheConfig()  # the response cache's store (actors/caching)
 
     def profile(self, name: str | None):
         """The Profile named (None: no profile, the whole catalogue)."""
