@@ -196,3 +196,16 @@ def test_status_and_metrics_over_http(http_troupe):
     assert samples[("troupe_cache_misses_total", (("server", "c"),))] == 1
     assert samples[("troupe_cache_entries", (("server", "c"),))] == 1
     assert samples[("troupe_cache_bytes", (("server", "c"),))] > 0
+
+
+def test_modern_stateless_requests_use_the_cache(make):
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}
+    t = make([backend("c", {"ttl": 600})])
+    answers = [t.request("tools/call", {"name": "c__lookup", "arguments": {"key": "modern"}, "_meta": envelope})
+               for _ in range(2)]
+    assert all(a["result"]["resultType"] == "complete" for a in answers)
+    assert text_of(answers[0]) == text_of(answers[1])
+    assert hit_meta(answers[0]) is None and hit_meta(answers[1])["hit"] is True
+    # a legacy client of the same profile shares the entry the modern request made
+    assert hit_meta(t.call("c__lookup", {"key": "modern"})) is not None
