@@ -11,6 +11,7 @@ import gevent.event
 import pykka
 from loguru import logger
 
+from actors.caching import wiring as caching
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
 from actors.cluster.member import ClusterMember
@@ -57,6 +58,7 @@ class Runtime:
         self._home, self._project_root = home, project_root
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = self.keeper = None
+        self.cache: pykka.ActorRef | None = None  # the CacheKeeper (actors/caching)
         self.trust = TrustBox()
         self.auth, self.auth_keeper = AuthBox(), None  # upstream OAuth: the AuthKeeper publishes bearers here
         home_dir = home or config.discovery.get("home")
@@ -99,6 +101,7 @@ class Runtime:
                                                                self.shared.eras() if self.shared else None))
         for ref in (self.registry, self.supervisor):
             self.keeper.tell(WatchTrust(ref))
+        self.cache = caching.start_keeper(self.config, self.bus, self.shared)
         if self._discovery_enabled():
             self._start_discovery()
         self.workflows.start(self.bus)
@@ -148,7 +151,7 @@ class Runtime:
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
         self.workflows.stop()
-        for ref in (self.discovery, self.supervisor, self.auth_keeper, self.registry, self.keeper,
+        for ref in (self.discovery, self.supervisor, self.cache, self.auth_keeper, self.registry, self.keeper,
                     self.bus.ref if self.bus else None):
             if ref is None:
                 continue
@@ -241,6 +244,7 @@ class Runtime:
             now = live.get(entry["name"])
             if now is not None:  # each connection counts its own calls: ask, never read its object
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
+        report["cache"] = caching.cache_status(self.cache)
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
             try:

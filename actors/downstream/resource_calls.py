@@ -30,6 +30,9 @@ class ResourceCalls:
         def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
+        def _forward_cached(self, plan, rid, server: str, method: str, params: dict, sink, shape,
+                            progress_token=None, retry: bool | None = None) -> None: ...
+        def resource_plan(self, server: str, uri: str): ...
 
     def _resources_list(self, rid, params, sink, msg) -> None:
         cat = self.catalogue()
@@ -47,8 +50,8 @@ class ResourceCalls:
         if owner is None:
             return
         server, original = owner
-        self._forward(rid, server, "resources/read", {**params, "uri": original}, sink,
-                      passthrough(lambda r: restore_uris(r, original, uri)))
+        self._forward_cached(self.resource_plan(server, original), rid, server, "resources/read",
+                             {**params, "uri": original}, sink, passthrough(lambda r: restore_uris(r, original, uri)))
 
     def _prompts_list(self, rid, params, sink, msg) -> None:
         cat = self.catalogue()

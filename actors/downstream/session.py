@@ -7,6 +7,9 @@ import gevent
 import pykka
 from loguru import logger
 
+from actors.caching.messages import CacheAnswered
+from actors.caching.session_side import CachedCalls
+from actors.downstream.batches import serve_batch
 from actors.downstream.client_requests import AnswerOverdue, ClientRequests
 from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.client_view import ClientView
@@ -51,7 +54,7 @@ class _Deferred:
         self.message, self.sink, self.principal = message, sink, principal
 
 
-class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, ClientView, WorkflowCalls,
+class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, Lifecycle, ClientView, WorkflowCalls,
               pykka.ThreadingActor):
     """Owns one downstream client: its capabilities and protocol version, the calls it awaits
     (each with its own deadline), the server requests relayed to it, its log level and its
@@ -63,13 +66,14 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
     request is served from its own _meta alone: nothing of it is kept here.
 
     Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
-    Retry, _Deferred, AnswerOverdue, InputAnswered and ParkExpired (answers, deadlines, retries and
-    start-up waits of its own calls, the deadlines of requests relayed to the client, and the
+    Retry, _Deferred, AnswerOverdue, InputAnswered, ParkExpired and CacheAnswered (answers, deadlines,
+    retries, cache lookups and start-up waits of its own calls, the deadlines of requests relayed to the client, and the
     rounds of calls that need the client's input);
     CatalogueUpdated, ServerLogged, ResourceUpdated and WorkflowsChanged (from the bus); ServerRequest,
-    ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward to Connections,
-    SetSessionLogLevel to the Supervisor and NotifyUpstream to every Connection (both through
-    Runtime), and its answers and notifications to the client through its sinks.
+    ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward
+    to Connections, LookUp and Store to the CacheKeeper, SetSessionLogLevel to the Supervisor and
+    NotifyUpstream to every Connection (both through Runtime), and its answers and notifications
+    to the client through its sinks.
     """
 
     def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None, client=None) -> None:
@@ -143,6 +147,8 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
                 self._settle(token, outcome)
             case ForwardExpired(token=token):
                 self._expire(token)
+            case CacheAnswered():
+                self._cache_answered(message)
             case InputAnswered():
                 self._input_answered(message)
             case ParkExpired():
@@ -183,7 +189,7 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
 
     def _client_message(self, msg, sink, principal: str) -> None:
         if isinstance(msg, list) and msg and self.protocol_version == BATCH_VERSION:
-            self._batch(msg, sink, principal)
+            serve_batch(msg, sink, lambda m, s: self._client_message(m, s, principal))
             return
         if not isinstance(msg, dict):
             sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "expected one JSON-RPC object" + (
@@ -213,26 +219,6 @@ class Session(ToolCalls, ResourceCalls, ModernCalls, InputRounds, Lifecycle, Cli
             sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "request id must be a string or an integer"))
             return
         self._request(msg, sink, principal)
-
-    def _batch(self, batch: list, sink, principal: str) -> None:
-        """2025-03-26 batches: every entry handled as if sent alone, the answers sent as one array."""
-        # Entries that get an answer: anything but a notification or a response from the client.
-        expected = sum(1 for m in batch if not (isinstance(m, dict) and (
-            ("method" in m and "id" not in m) or ("method" not in m and ("result" in m or "error" in m)))))
-        answers: list = []
-
-        def collect(message: dict) -> None:  # any greenlet: answers gathered, the rest passed on
-            if "method" in message:
-                sink(message)
-                return
-            answers.append(message)
-            if len(answers) == expected:
-                sink(answers)
-        for m in batch:
-            if isinstance(m, dict) and m.get("method") == "initialize":
-                collect(jsonrpc.error(m.get("id"), jsonrpc.INVALID_REQUEST, "initialize must not be batched"))
-            else:
-                self._client_message(m, collect if expected else sink, principal)
 
     def _notification(self, method: str, params: dict) -> None:
         if not isinstance(params, dict) or (modern.is_modern(params) and method in modern.REMOVED_NOTIFICATIONS):

@@ -36,6 +36,10 @@ class ToolCalls:
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
         def _run_workflow(self, rid, entry, args: dict, params: dict, sink) -> None: ...
+        def _forward_cached(self, plan, rid, server: str, method: str, params: dict, sink, shape,
+                            progress_token=None, retry: bool | None = None) -> None: ...
+        def tool_plan(self, server: str, tool: str, definition, arguments: dict): ...
+        def resource_plan(self, server: str, uri: str): ...
 
     def _tools_list(self, rid, params, sink, msg) -> None:
         if self._starting_up():
@@ -102,7 +106,8 @@ class ToolCalls:
             upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
         retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
             self.rt.retry_tools(entry.server)
-        self._forward(rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
+        plan = self.tool_plan(entry.server, entry.original, entry.definition, args)  # None: not cached
+        self._forward_cached(plan, rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
         if name != "list_core_tools" and name != "call_tool" and self._starting_up():
@@ -133,7 +138,8 @@ class ToolCalls:
                 owner = cat.resource_owner(uri)
                 if owner is None:
                     raise metatools.MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
-                self._forward(rid, owner[0], "resources/read", {"uri": owner[1]}, sink, resource_as_tool)
+                self._forward_cached(self.resource_plan(*owner), rid, owner[0], "resources/read", {"uri": owner[1]},
+                                     sink, resource_as_tool)
             elif name == "get_prompt":
                 pname = metatools._required_str(args, "name")
                 entry = cat.prompt(pname)

@@ -119,6 +119,16 @@ class ToolsChanged(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ServerListChanged(Event):
+    """Published by a Connection when its server sent a list_changed notification: `lists` names
+    which (tools, resources, templates, prompts). The catalogue's own ToolsChanged follows only if
+    the listing differs; answers cached from this server are dropped either way."""
+
+    server: str
+    lists: frozenset = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class StartupSettled(Event):
     """Every auto-start server is ready or has failed (the first tools/list may answer)."""
 

@@ -5,6 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
+from actors.caching import metrics as cache_metrics
 from actors.upstream.stats import LATENCY_BUCKETS
 from actors.supervision.states import CALLABLE_STATES, ServerState
 
@@ -31,6 +32,7 @@ class TroupeCollector:
         yield from _troupe(report)
         yield from _servers(servers)
         yield from _discovery(report.get("discovery"))
+        yield from cache_metrics.families(report.get("cache"))
         if self.clients is not None:
             yield from _clients(self.clients())
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, TypeVar, overload
 
-from actors.settings import profiles as profiles_mod, serve_section
+from actors.settings import cache_section, profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
 from actors.settings import upstream_auth, workflows_section
@@ -113,11 +113,11 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
         raise ConfigError([f"{loc.where('')}: (top): must be a mapping with `servers:` or `mcpServers:`"])
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
-        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles",
+        check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles", "cache",
                                   *_WORKFLOW_KEYS}, "")
     else:
-        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles",
-                                   *_WORKFLOW_KEYS}, "")
+        check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles", "cache",
+                                  *_WORKFLOW_KEYS}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -139,10 +139,11 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     approvals_file = _trust(data.get("trust"), check, builtins, base)
     cluster = cluster_settings.parse(data.get("cluster"), check.fail, lambda text: expand(text, builtins))
     workflows, workflows_dir = workflows_section.parse(data, loc, check.fail, lambda text: expand(text, builtins), base)
+    cache = cache_section.store(data.get("cache"), check.fail)
     if check.problems:
         raise ConfigError(check.problems)
     return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles,
-                  workflows, workflows_dir)
+                  workflows, workflows_dir, cache)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:
@@ -163,7 +164,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin", "placement", "auth"}, path)
+                              "pin", "placement", "auth", "cache"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -216,7 +217,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
         pin=check.typed(item, "pin", path, bool, True),
         placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail),
-        auth=_auth(item, kind, path, check))
+        auth=_auth(item, kind, path, check),
+        cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail))
 
 
 def _auth(item: Mapping, kind: str, path: str, check: _Checker):
@@ -344,4 +346,6 @@ def with_overrides(config: Config, redis: str | None = None, **serve_overrides) 
             raise ConfigError(list(exc.args)) from None
     elif config.cluster is not None and config.serve.transport != "http":
         raise ConfigError(["cluster: instances reach each other over HTTP: set serve.transport: http"])
+    if cache_section.check_backend(config.cache, config.cluster):
+        raise ConfigError(cache_section.check_backend(config.cache, config.cluster))
     return config

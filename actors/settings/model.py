@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from actors import redact
+from actors.settings.cache_section import CacheConfig, ServerCache
 from actors.settings.upstream_auth import UpstreamAuth
 
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
@@ -88,6 +89,7 @@ class ServerConfig:
     needs_input: tuple[str, ...] = ()  # variables its client file left unresolved: never started with them
     placement: str | None = None  # in a cluster: single | replicated; None = by transport (stdio: single)
     auth: UpstreamAuth | None = None  # an HTTP server's OAuth settings (actors/settings/upstream_auth.py)
+    cache: ServerCache | None = None  # which of its answers troupe caches (actors/settings/cache_section.py)
 
     @property
     def effective_prefix(self) -> str:
@@ -158,6 +160,7 @@ class Config:
     profiles: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # name → views.Profile
     workflows: tuple = ()  # workflows.definitions.Workflow each, from the config's `workflows:`
     workflows_dir: str | None = None  # a directory of one-workflow files, watched at run time
+    cache: CacheConfig = CacheConfig()  # the response cache's store (actors/caching)
 
     def profile(self, name: str | None):
         """The Profile named (None: no profile, the whole catalogue)."""

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import gevent
 from loguru import logger
 
-from actors.events.kinds import ResourceUpdated, ServerLogged
+from actors.events.kinds import ResourceUpdated, ServerListChanged, ServerLogged
 from actors.messages import ServerRequest, ServerRequestCancelled, UpstreamError
 from actors.protocol import jsonrpc, mcp
 from actors.upstream.requests import RequestTable, usable_id
@@ -82,6 +82,8 @@ class ServerMessages:
             if pending is not None and pending.on_progress is not None:
                 pending.on_progress(params)
         elif method in mcp.LIST_CHANGED:
+            if self._bus is not None:  # answers cached from this server may be stale now (actors/caching)
+                self._bus.publish(ServerListChanged(self.server, frozenset(mcp.LIST_CHANGED[method])))
             self._on_list_changed(mcp.LIST_CHANGED[method])
         elif method == "notifications/message":
             if self._bus is not None:

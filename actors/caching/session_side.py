@@ -1,0 +1,148 @@
+"""The Session's side of a cached call: what makes a call cacheable (its Plan), the lookup sent to
+the CacheKeeper with the Session's own deadline on it, and then either the cached answer at once
+(its _meta marked) or the call forwarded as usual, its successful result stored on the way back."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import gevent
+import orjson
+
+from actors.caching import keys, policy
+from actors.caching.messages import CacheAnswered, LookedUp, LookUp, Store
+from actors.protocol import modern
+from actors.tells import tell
+
+if TYPE_CHECKING:
+    from actors.catalogue import views
+    from actors.runtime import Runtime
+
+LOOKUP_DEADLINE = 1.0  # seconds a Session waits for the cache before it forwards the call anyway
+META_KEY = "troupe/cache"  # in a cached result's _meta: {"hit": true, "age_s": …}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A call that may be answered from the cache: its key and how long its answer may be kept."""
+
+    key: keys.CacheKey
+    ttl: float
+
+
+class _Pending:
+    """A call waiting for its lookup: everything needed to answer it, or to forward it."""
+
+    __slots__ = ("rid", "server", "method", "params", "sink", "shape", "progress_token", "retry", "plan", "timer")
+
+    def __init__(self, rid, server, method, params, sink, shape, progress_token, retry, plan):
+        self.rid, self.server, self.method, self.params = rid, server, method, params
+        self.sink, self.shape, self.progress_token, self.retry, self.plan = sink, shape, progress_token, retry, plan
+        self.timer: gevent.Greenlet | None = None
+
+
+class CachedCalls:
+    """Mixed into Session: cacheable tools/call and resources/read go through the CacheKeeper
+    (`rt.cache`). The lookups under way are this Session's own (only its greenlet touches them);
+    each has a deadline, so a keeper that is slow, stopped or broken costs a call its cache, never
+    its answer."""
+
+    if TYPE_CHECKING:  # provided by Session
+        rt: Runtime
+        profile: views.Profile | None
+        client_name: str | None
+        actor_ref: Any
+
+        def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
+                     retry: bool | None = None) -> None: ...
+
+    _lookups: dict[int, _Pending] | None = None
+    _lookup_ids = 0
+
+    # ---------------------------------------------------------------- plans
+
+    def _audience(self, server: str) -> str:
+        view = self.rt.servers.current.get(server)
+        auth = view.config.auth if view is not None else None
+        per_client = bool(auth is not None and auth.per_client)
+        return keys.audience(self.profile.name if self.profile is not None else None,
+                             self.client_name if per_client else None)
+
+    def tool_plan(self, server: str, tool: str, definition, arguments: dict) -> Plan | None:
+        """The plan of a tools/call of `tool` (the server's own name), or None: not cached."""
+        view = self.rt.servers.current.get(server)
+        ttl = policy.tool_ttl(view.config.cache if view is not None else None, tool, definition)
+        if ttl is None:
+            return None
+        return Plan(keys.tool_key(server, tool, arguments, self._audience(server)), ttl)
+
+    def resource_plan(self, server: str, uri: str) -> Plan | None:
+        """The plan of a resources/read of `uri` (the server's own), or None: not cached."""
+        view = self.rt.servers.current.get(server)
+        ttl = policy.resource_ttl(view.config.cache if view is not None else None)
+        if ttl is None:
+            return None
+        return Plan(keys.resource_key(server, uri, self._audience(server)), ttl)
+
+    # ---------------------------------------------------------------- the call
+
+    def _forward_cached(self, plan: Plan | None, rid, server: str, method: str, params: dict, sink, shape,
+                        progress_token=None, retry: bool | None = None) -> None:
+        """`_forward`, answered from the cache when `plan` finds an entry there."""
+        cache = self.rt.cache
+        if plan is None or cache is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):
+            # not cacheable, or a modern client's next round of a call that asked for input
+            self._forward(rid, server, method, params, sink, shape, progress_token, retry)
+            return
+        if self._lookups is None:
+            self._lookups = {}
+        self._lookup_ids += 1
+        lookup = self._lookup_ids
+        pending = self._lookups[lookup] = _Pending(rid, server, method, params, sink, shape, progress_token,
+                                                   retry, plan)
+        me = self.actor_ref
+
+        def reply(found: LookedUp) -> None:  # runs in the keeper's (or a Redis reader's) greenlet
+            tell(me, CacheAnswered(lookup, found))
+        pending.timer = gevent.spawn_later(LOOKUP_DEADLINE, tell, me, CacheAnswered(lookup, None))
+        if not tell(cache, LookUp(plan.key, reply)):
+            self._cache_answered(CacheAnswered(lookup, None))  # no cache: forwarded at once
+
+    def _cache_answered(self, msg: CacheAnswered) -> None:
+        pending = self._lookups.pop(msg.lookup, None) if self._lookups is not None else None
+        if pending is None:
+            return  # answered already (the deadline, then a late reply, or the other way round)
+        if pending.timer is not None:
+            pending.timer.kill(block=False)
+        found = msg.found
+        if found is not None and found.body is not None:
+            pending.sink(marked(pending.shape(pending.rid, orjson.loads(found.body)), found.age_s))
+            return
+        shape = storing(pending.shape, pending.plan, found.epoch if found is not None else None,
+                        self.rt.cache)
+        self._forward(pending.rid, pending.server, pending.method, pending.params, pending.sink, shape,
+                      pending.progress_token, pending.retry)
+
+
+def storing(shape: Callable, plan: Plan, epoch: int | None, cache) -> Callable:
+    """`shape`, which first tells the keeper to store a successful outcome (never an error, an
+    isError result or a round waiting for input); `epoch` None: the lookup failed, nothing stored."""
+    if epoch is None or cache is None:
+        return shape
+
+    def shape_and_store(rid, outcome) -> dict:  # runs in the Session's greenlet (Session._settle)
+        if policy.storable(outcome):
+            tell(cache, Store(plan.key, orjson.dumps(outcome), plan.ttl, epoch))
+        return shape(rid, outcome)
+    return shape_and_store
+
+
+def marked(answer: dict, age_s: float) -> dict:
+    """A cached answer with `_meta["troupe/cache"]` saying so (and how old it is)."""
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return answer
+    meta = result.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta[META_KEY] = {"hit": True, "age_s": round(age_s, 3)}
+    return {**answer, "result": {**result, "_meta": meta}}
