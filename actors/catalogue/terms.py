@@ -12,6 +12,14 @@ into is it its me my of on or our please should so some than that the their them
 those to us via was we were what when where which while who will with would you your""".split())
 
 
+# Everyday words a task uses for what tool texts name otherwise; both sides map to one term.
+# Kept to general computing vocabulary (not fitted to any benchmark's tools).
+SAME = {"save": "write", "store": "write", "folder": "directory", "dir": "directory", "rename": "move",
+        "remove": "delete", "erase": "delete", "find": "search", "lookup": "search", "picture": "image",
+        "photo": "image", "doc": "document", "website": "web", "webpage": "web", "site": "web",
+        "browse": "navigate", "visit": "navigate", "open": "navigate"}
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """Strip common English inflections so 'prices', 'priced' and 'price' meet (not a full
@@ -38,4 +46,4 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """The search terms of a name, description or query, in order."""
     words = _TOKEN.findall(_CAMEL.sub(" ", text or "").lower())
-    return [stem(w) for w in words if w not in STOP]
+    return [stem(SAME.get(w, w)) for w in words if w not in STOP]
