@@ -64,6 +64,10 @@ def render_table(report: dict) -> str:
     lines.extend(fmt.format(*r) for r in rows)
     if not rows:
         lines.append("(no servers)")
+    for s in report.get("servers", []):
+        if s.get("state") == "needs-auth":  # the link itself is long: `troupe auth NAME` prints it
+            lines.append(f"{s['name']} needs a sign-in: troupe auth {s['name']}"
+                         + (f"  ({s['auth_error']})" if s.get("auth_error") else ""))
     disc = report.get("discovery")
     if isinstance(disc, dict) and disc:
         lines.append(f"discovery: {orjson.dumps(disc).decode()[:300]}")

@@ -69,6 +69,7 @@ class Forward:
     # request's _meta (None: troupe's own request, sent with {}).
     client_capabilities: Any = None
     log_level: str | None = None  # a modern request's own logLevel, sent upstream with it (None: the connection's)
+    client: str | None = None  # the serve.clients name of the caller: an `auth: per_client` server gets its token
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Runtime: starts troupe's actors in order, stops them in reverse, and is the edge API."""
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -21,6 +22,7 @@ from actors.supervision.placing import Placement
 from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
+from actors.redact import redact_url
 from actors.supervision.directory import DirectoryBox
 from actors.messages import SetUrl
 from actors.supervision.states import ServerState
@@ -28,6 +30,11 @@ from actors.supervision.supervisor import Supervisor
 from actors.trust import ledger
 from actors.trust.keeper import TrustBox, TrustKeeper
 from actors.trust.messages import Decide, WatchTrust
+from actors.auth import report as auth_report, tokens as auth_tokens
+from actors.auth.access import AuthBox, UpstreamAuthAccess, split_key
+from actors.auth.keeper import AuthKeeper
+from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
+from actors.transports.factory import make_transport
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
 STOP_DEADLINE = 4.5
@@ -50,10 +57,12 @@ class Runtime:
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = self.keeper = None
         self.trust = TrustBox()
+        self.auth, self.auth_keeper = AuthBox(), None  # upstream OAuth: the AuthKeeper publishes bearers here
         home_dir = home or config.discovery.get("home")
         self.approvals_path = config.approvals_file or ledger.default_path(
             os.path.expanduser(home_dir) if home_dir else None)
         # Seals the requestState of input rounds (MRTR); its key sits beside the approvals file.
+        self.tokens_path = auth_tokens.default_path(self.approvals_path)  # oauth-tokens.json beside it
         self.sealer = request_state.load_sealer(config.serve.state_key, os.path.dirname(self.approvals_path))
         # In a cluster, the link to Redis and the instance's heartbeat (started once the URL is known).
         self.cluster = ClusterMember(config.cluster) if config.cluster is not None else None
@@ -74,11 +83,15 @@ class Runtime:
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
         self.keeper = TrustKeeper.start(self.approvals_path, self.trust, self.bus,
                                         ledger=self.shared.ledger(self.approvals_path) if self.shared else None)
+        # Tokens load before any connection starts: a server signed in before is reached with them.
+        self.auth_keeper = AuthKeeper.start(self.tokens_path, self.auth, lambda: self.supervisor)
+        transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper))
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
                                        trust_box=self.trust, keeper=self.keeper)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=self.servers,
                                            settled=self.settled, client_capabilities=self.client_caps,
+                                           transport_factory=transports,
                                            route_server_request=route_server_request, trust_box=self.trust,
                                            placement=Placement(self.cluster is not None,
                                                                self.shared.eras() if self.shared else None))
@@ -131,7 +144,7 @@ class Runtime:
         deadline = time.monotonic() + STOP_DEADLINE
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
-        for ref in (self.discovery, self.supervisor, self.registry, self.keeper,
+        for ref in (self.discovery, self.supervisor, self.auth_keeper, self.registry, self.keeper,
                     self.bus.ref if self.bus else None):
             if ref is None:
                 continue
@@ -218,6 +231,7 @@ class Runtime:
     def status(self) -> dict:
         answer = self._ask(self.supervisor, GetStatus)
         report = answer.to_json()
+        auth_report.annotate(report["servers"], self.servers.current, self.auth.current)
         live = self.live_stats()
         for entry in report["servers"]:
             now = live.get(entry["name"])
@@ -263,6 +277,8 @@ class Runtime:
     def set_url(self, url: str) -> None:
         assert self.supervisor is not None  # the front learns its URL after start()
         self.supervisor.tell(SetUrl(url))
+        if self.auth_keeper is not None:  # the OAuth redirect comes back to this front
+            self.auth_keeper.tell(SetRedirect(url[:-len("/mcp")] if url.endswith("/mcp") else url))
         if self.cluster is not None:
             self.cluster.start(url, self.supervisor, self.config.serve.auth_token)
         if self.shared is not None and self.cluster is not None and self.bus is not None:
@@ -308,6 +324,29 @@ class Runtime:
     def approvals(self) -> list[dict]:
         """What waits for an operator: unapproved servers and withheld definitions."""
         return waiting(self.status()["servers"], self.trust.current)
+
+    def sign_ins(self) -> list[dict]:
+        """Servers waiting for an OAuth sign-in, with their authorization URL (no actor hop)."""
+        return auth_report.waiting(self.servers.current, self.auth.current)
+
+    def client_sign_ins(self, client: str, sees) -> list[dict]:
+        """The `auth: per_client` servers `client` sees (sees(name)) and has not signed in to, each
+        with its own link; asks the AuthKeeper to prepare the links not prepared yet."""
+        entries, unprepared = auth_report.client_waiting(self.servers.current, self.auth.current, client, sees)
+        for view in unprepared if self.auth_keeper is not None else ():
+            _tell(self.auth_keeper, Unauthorized(view.config.name, view.config.http.url, None, None,
+                                                 view.config.auth, client))
+        return entries
+
+    def complete_sign_in(self, state: str, code: str) -> str:
+        """The /oauth/callback: the AuthKeeper exchanges the code; the names of the servers at the
+        signed-in URL (and the client, for a client's own sign-in). KeyError for an unknown or used state."""
+        assert self.auth_keeper is not None  # the front serves only a started runtime
+        key = self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f))
+        url, client = split_key(key)
+        names = [n for n, v in self.servers.current.servers.items() if v.config.http and v.config.http.url == url]
+        shown = ", ".join(sorted(names)) or redact_url(url)
+        return shown if client is None else f"{shown} as client {client}"
 
     def wait_settled(self, timeout: float) -> bool:
         return self.settled.wait(timeout=timeout)

@@ -11,7 +11,8 @@
   // Events after which what waits for approval may have changed.
   const APPROVAL_EVENTS = new Set(["ApprovalAwaited", "ApprovalDecided", "ToolDefinitionChanged",
     "ServerStateChanged"]);
-  const PENDING = "pending-approval", DENIED = "denied";
+  const PENDING = "pending-approval", DENIED = "denied", NEEDS_AUTH = "needs-auth";
+  const SIGN_IN_POLL_MS = 1000;  // a needs-auth server's sign-in URL follows its state change
 
   let status = null;
   let source = null;
@@ -202,6 +203,15 @@
       out.push(decisionButton("Approve", s.name, "approve"), decisionButton("Deny", s.name, "deny"));
     } else if (s.state === DENIED) {
       out.push(decisionButton("Approve", s.name, "approve"));
+    } else if (s.state === NEEDS_AUTH) {
+      // The link goes to the server's own authorization server; only http(s) links are made links.
+      if (s.auth_url && /^https?:\/\//i.test(s.auth_url)) {
+        out.push(el("a", { href: s.auth_url, target: "_blank", rel: "noopener noreferrer", class: "signin",
+          "data-action": "sign-in", title: "sign troupe in to " + s.name }, "Sign in"));
+      } else if (!s.auth_error) {
+        setTimeout(() => scheduleRefresh(false), SIGN_IN_POLL_MS);  // the URL is being prepared
+      }
+      out.push(button("Restart", s.name, "restart"));
     } else if (s.enabled === false) {
       out.push(button("Enable", s.name, "enable"));
     } else {

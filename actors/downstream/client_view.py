@@ -45,15 +45,26 @@ class ClientView:
         server = self.rt.passthrough_server()
         return server if self.profile is None or self.profile.passes_through(server) else None
 
+    def sign_ins_in_view(self) -> list[dict]:
+        """The servers this client's profile shows that wait for an OAuth sign-in: troupe's own,
+        and those with `auth: per_client` this client has not signed in to (with its own link)."""
+        profile = self.profile
+        sees = profile.sees_server if profile is not None else (lambda name: True)
+        waiting = [w for w in self.rt.sign_ins() if sees(w["name"])]
+        if self.client_name is not None:
+            waiting += self.rt.client_sign_ins(self.client_name, sees)
+        return waiting
+
     def sees_core(self, tool: dict[str, Any]) -> bool:
-        """troupe's core_* tools report on every server: a profile that hides anything hides them
-        too, unless its allow list names them (and, if read-only, they only read)."""
+        """troupe's core_* tools report on (and some act on) every server: a profile that hides
+        anything hides them too, unless its allow list names them by a glob that starts with
+        `core_` (a `*` meant for servers' tools does not), and, if read-only, they only read."""
         if not self.restricted:
             return True
         profile = self.profile
         assert profile is not None
         name = tool["name"]
-        if not any(fnmatch.fnmatchcase(name, glob) for glob in profile.allow) \
+        if not any(glob.startswith("core_") and fnmatch.fnmatchcase(name, glob) for glob in profile.allow) \
                 or any(fnmatch.fnmatchcase(name, glob) for glob in profile.deny):
             return False
         return not profile.read_only or bool((tool.get("annotations") or {}).get("readOnlyHint"))

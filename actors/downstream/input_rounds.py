@@ -100,6 +100,7 @@ class InputRounds:
         key: str
         actor_ref: Any
         client_caps: dict
+        client_name: str | None
         client_requests: ClientRequests
         _inflight: ForwardedCalls
 
@@ -230,7 +231,8 @@ class InputRounds:
 
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
             _tell(me, ForwardReplied(token, outcome))
-        if ref is None or not _tell(ref, Forward(call.method, params, on_reply, origin=me, origin_request=token)):
+        if ref is None or not _tell(ref, Forward(call.method, params, on_reply, origin=me, origin_request=token,
+                                                 client=self.client_name)):
             self._settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status or f"server {call.server} went away",
                                               server=call.server))
             return

@@ -8,6 +8,7 @@ from actors.events.kinds import ServerLogged
 from actors.protocol import jsonrpc, mcp
 
 if TYPE_CHECKING:
+    from actors.catalogue.views import Profile
     from actors.runtime import Runtime
 
 LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
@@ -24,6 +25,7 @@ class Lifecycle:
         rt: Runtime
         mode: str
         actor_ref: Any
+        profile: Profile | None
         notify: Callable | None
         client_caps: dict
         client_info: dict
@@ -60,6 +62,8 @@ class Lifecycle:
     def _relay_log(self, event: ServerLogged) -> None:
         if self.log_level is None or self.notify is None:
             return
+        if self.profile is not None and not self.profile.sees_server(event.server):
+            return  # a hidden server's log lines name it, and may say what it holds
         level = event.level if event.level in mcp.LOG_LEVELS else "info"
         if mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
             return

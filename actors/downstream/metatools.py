@@ -143,11 +143,15 @@ def example_arguments(schema: dict) -> dict:
     return out
 
 
-def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple) -> dict:
-    """Answer a non-forwarding meta-tool from the snapshot alone."""
+def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth: tuple | list = ()) -> dict:
+    """Answer a non-forwarding meta-tool from the snapshot alone; list_tools also names the servers
+    waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]): their tools cannot be called now."""
     if name == "list_tools":
         limit, offset = _page(args)
-        return _compact(_paged_summaries(cat.tools, len(cat.tools), limit, offset))
+        listed = _paged_summaries(cat.tools, len(cat.tools), limit, offset)
+        if needs_auth:
+            listed["needs_authentication"] = list(needs_auth)
+        return _compact(listed)
     if name == "describe_tool":
         tool_name = _required_str(args, "name")
         entry = cat.tool(tool_name)

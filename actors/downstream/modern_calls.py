@@ -18,6 +18,7 @@ from actors.protocol.request_state import args_digest
 from actors.tells import tell as _tell
 
 if TYPE_CHECKING:
+    from actors.catalogue.views import Profile
     from actors.runtime import Runtime
 
 
@@ -30,6 +31,7 @@ class ModernCalls:
         rt: Runtime
         mode: str
         key: str
+        profile: Profile | None
         client_caps: dict
         actor_ref: Any
         listens: Listens
@@ -52,8 +54,11 @@ class ModernCalls:
             return None
         clean, retry = taken
         envelope = modern.Envelope(params["_meta"])
+        # Lists that differ by who asks (serve.clients) must not be shared by a cache between callers.
+        scope = "private" if self.rt.config.serve.clients or self.profile is not None else "public"
         return modern.without_envelope(clean), modern.finishing_sink(
-            rid, method, sink, envelope, principal=principal, digest=args_digest(method, params), retry=retry)
+            rid, method, sink, envelope, principal=principal, digest=args_digest(method, params), retry=retry,
+            scope=scope)
 
     def _instructions(self) -> str:
         if self.mode == "meta":

@@ -30,6 +30,7 @@ class ToolCalls:
         def catalogue(self) -> Catalogue: ...
         def passthrough_server(self) -> str | None: ...
         def sees_core(self, tool: dict) -> bool: ...
+        def sign_ins_in_view(self) -> list[dict]: ...
         def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
@@ -140,8 +141,9 @@ class ToolCalls:
                 self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                core = coretools.listed(self.rt.config.serve.client_admin)
-                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core)))
+                core = tuple(t for t in coretools.listed(self.rt.config.serve.client_admin) if self.sees_core(t))
+                waiting = self.sign_ins_in_view() if name == "list_tools" else ()
+                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core, waiting)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 

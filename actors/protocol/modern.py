@@ -133,8 +133,9 @@ def discover_result(instructions: str) -> dict:
             "resultType": "complete", "ttlMs": DISCOVER_TTL_MS, "cacheScope": "public"}
 
 
-def finish(method: str, result: dict) -> dict:
-    """A modern result: resultType, troupe's serverInfo in _meta, and caching hints for lists and reads."""
+def finish(method: str, result: dict, scope: str = "public") -> dict:
+    """A modern result: resultType, troupe's serverInfo in _meta, and caching hints for lists and reads
+    (`scope` private when lists differ by who asks: a shared cache must not pass one client's on)."""
     out = dict(result)
     out.setdefault("resultType", "complete")
     meta = dict(out.get("_meta") or {})
@@ -142,7 +143,7 @@ def finish(method: str, result: dict) -> dict:
     out["_meta"] = meta
     if method in CACHED_LISTS:
         out.setdefault("ttlMs", LIST_TTL_MS)
-        out.setdefault("cacheScope", "public")
+        out.setdefault("cacheScope", scope)
     elif method == "resources/read":
         out["ttlMs"], out["cacheScope"] = 0, "private"  # an upstream's answer, for this caller, now
     return out
@@ -156,18 +157,18 @@ class ModernSink:
     itself, never from the session. So do `principal` (who sent it), `digest` (what a retry of it
     must repeat) and `retry` (the opened requestState and inputResponses of a retry, if it is one)."""
 
-    __slots__ = ("rid", "method", "sink", "envelope", "principal", "digest", "retry")
+    __slots__ = ("rid", "method", "sink", "envelope", "principal", "digest", "retry", "scope")
 
     def __init__(self, rid, method: str, sink, envelope: Envelope | None = None, *, principal: str = "",
-                 digest: str = "", retry: Any = None) -> None:
+                 digest: str = "", retry: Any = None, scope: str = "public") -> None:
         self.rid, self.method, self.sink = rid, method, sink
         self.envelope = envelope if envelope is not None else Envelope({})
-        self.principal, self.digest, self.retry = principal, digest, retry
+        self.principal, self.digest, self.retry, self.scope = principal, digest, retry, scope
 
     def __call__(self, message) -> None:
         if isinstance(message, dict) and message.get("id") == self.rid and isinstance(message.get("result"), dict) \
                 and "method" not in message:
-            message = {**message, "result": finish(self.method, message["result"])}
+            message = {**message, "result": finish(self.method, message["result"], self.scope)}
         self.sink(message)
 
 

@@ -10,7 +10,7 @@ import orjson
 from loguru import logger
 
 from actors.serve import metrics
-from actors.serve import approvals, dashboard, sse_framing as sse
+from actors.serve import approvals, dashboard, oauth_callback, sse_framing as sse
 from actors.serve.listener import FrontHandler, FrontServer, watch_hangup
 from actors.serve.mcp_http import McpHttp
 from actors.serve.security import Guard, exposure_refusal
@@ -35,6 +35,7 @@ class App:
         metrics.install(self)
         dashboard.install(self)
         approvals.install(self)
+        oauth_callback.install(self)
 
     def close(self) -> None:
         self.mcp.close()

@@ -20,13 +20,13 @@ from typing import Any
 import gevent.queue
 import orjson
 
-from actors.messages import CancelForward, Forward, UpstreamError
+from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc, mcp, modern
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
 from actors.serve.relay_rounds import RelayCall, RelayRounds
 from actors.serve.relay_streams import RelayListen, answer, progress_frames
-from actors.supervision.placing import RELAY_HEADER, TOKEN_HEADER
+from actors.supervision.placing import CLIENT_HEADER, RELAY_HEADER, TOKEN_HEADER
 from actors.tells import tell
 
 RELAY_LIST_TTL_MS = 5_000  # lists read through a relay are re-read this often if its listen stream is down
@@ -97,9 +97,10 @@ class Relay:
                 return _json("200 OK", call)
         else:
             call = RelayCall(ref, server, rid, method, upstream, caps)
+            # the sender proved the cluster secret: the client it names is the one it serves
             if not tell(ref, Forward(method, upstream, call.on_reply, origin=call, origin_request=call.token,
                                      on_progress=call.on_progress if call.progress_token is not None else None,
-                                     client_capabilities=caps)):
+                                     client_capabilities=caps, client=_header(environ, CLIENT_HEADER))):
                 return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                       f"{server} went away"))
         shape = partial(answer, method=method, list_ttl_ms=RELAY_LIST_TTL_MS)
@@ -130,9 +131,11 @@ class Relay:
         watcher = None  # most answers come at once: only a call still waiting after QUICK_S watches
         try:
             while True:
+                if call.waiting and call.queue.empty():  # the server asks (or a retry left some unanswered)
+                    return _json("200 OK", self.rounds.park(call))
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    tell(call.ref, CancelForward(call, call.token, "no answer in time"))
+                    call.abandon("no answer in time")
                     return _json("200 OK", shape(call.rid, UpstreamError(
                         jsonrpc.REQUEST_TIMEOUT, f"{call.server} gave no answer within {deadline_s:g}s",
                         server=call.server)))
@@ -143,13 +146,11 @@ class Relay:
                         watcher = watch_hangup(environ, lambda: call.queue.put(hung_up)) or False
                     continue
                 if item is hung_up:
-                    tell(call.ref, CancelForward(call, call.token, "the calling instance went away"))
+                    call.abandon("the calling instance went away")
                     return "200 OK", [], b""
                 answered = call.take(item)
                 if answered is not None:
                     return _json("200 OK", shape(call.rid, answered.outcome))
-                if call.waiting and call.queue.empty():  # the server asks; every request it sent so far
-                    return _json("200 OK", self.rounds.park(call))
         finally:
             if watcher:
                 watcher.kill(block=False)

@@ -74,6 +74,14 @@ class RelayCall:
 
     # ---------------------------------------------------------------- in the handler greenlet
 
+    def abandon(self, reason: str) -> None:
+        """The call ends unanswered (its caller left, or time ran out): the server hears no to each
+        request it is waiting on, at once, and the call is cancelled upstream."""
+        waiting, self.waiting = list(self.waiting.values()), {}
+        for req in waiting:
+            req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, reason, server=req.server))
+        tell(self.ref, CancelForward(self, self.token, reason))
+
     def take(self, item) -> Answered | None:
         """Read one queue item: the answer; None when the call waits on (a progress notice, a
         server request now held in `waiting` or refused, a cancelled one dropped)."""
@@ -115,11 +123,17 @@ class RelayRounds:
         return jsonrpc.result(call.rid, {"resultType": "input_required", "inputRequests": asked,
                                          "requestState": state})
 
-    @staticmethod
-    def names_parked(params: dict) -> bool:
-        """True for a retry whose requestState troupe sealed: a modern server's own state goes to it."""
+    def names_parked(self, params: dict) -> bool:
+        """True for a retry whose requestState this cluster sealed for a parked relayed call; any
+        other state (a modern server's own, or that of a troupe upstream of this one, sealed under
+        another key) goes to the server with the retry."""
         state = params.get("requestState")
-        return isinstance(state, str) and state.startswith(request_state.PREFIX)
+        if not isinstance(state, str) or not state.startswith(request_state.PREFIX):
+            return False
+        opened = self.sealer.open(state)
+        if isinstance(opened, dict):
+            return opened.get("k") == "r"
+        return "expired" in opened  # its seal holds, so it is ours, but too old: resume() says so
 
     def resume(self, server: str, rid, method: str, params: dict) -> RelayCall | dict:
         """The parked call a retry names, its answers given to the server; or the error answer."""
@@ -145,10 +159,7 @@ class RelayRounds:
     def drop(self, call: RelayCall, reason: str) -> None:
         """Nobody will answer: the server hears no to each request, and the call is cancelled."""
         self.parked.pop(call.token, None)
-        waiting, call.waiting = list(call.waiting.values()), {}
-        for req in waiting:
-            req.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT, reason, server=req.server))
-        tell(call.ref, CancelForward(call, None, reason))
+        call.abandon(reason)
 
     def _expire(self, call: RelayCall, nonce: str) -> None:
         if self.parked.get(call.token) is call and call.nonce == nonce:

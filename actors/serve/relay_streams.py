@@ -62,6 +62,10 @@ def progress_frames(environ, call: RelayCall, rounds: RelayRounds, deadline_s: f
     ended = False
     try:
         while True:
+            if call.waiting and call.queue.empty():  # the server asks (or a retry left some unanswered)
+                ended = True
+                yield sse.event(rounds.park(call), name="message")
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 yield sse.event(shape(call.rid, UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"{call.server} gave no "
@@ -83,15 +87,11 @@ def progress_frames(environ, call: RelayCall, rounds: RelayRounds, deadline_s: f
                 ended = True
                 yield sse.event(shape(call.rid, answered.outcome), name="message")
                 return
-            if call.waiting and call.queue.empty():
-                ended = True
-                yield sse.event(rounds.park(call), name="message")
-                return
     finally:
         if watcher is not None:
             watcher.kill(block=False)
         if not ended:  # the caller left, or time ran out: the server stops working on it
-            tell(call.ref, CancelForward(call, call.token, "the calling instance went away"))
+            call.abandon("the calling instance went away")
 
 
 def _urn(ref) -> str | None:

@@ -129,9 +129,8 @@ class Guard:
 
     def _door(self, environ) -> bool:
         """The bearer rule: with serve.clients, the MCP endpoints take a client's token (or the
-        operator's, serve.auth_token, for the whole catalogue) and the operator's routes take the
-        operator's token, or any client's when no operator token is set. Without clients, the one
-        token (if any) opens everything."""
+        operator's, serve.auth_token) and the operator's routes take the operator's token alone.
+        Without clients, the one token (if any) opens everything."""
         authorization = environ.get("HTTP_AUTHORIZATION")
         if not self.clients:
             return self.token_ok(authorization)
@@ -140,8 +139,10 @@ class Guard:
             environ[CLIENT_KEY] = client
         if self.token and _bearer_is(authorization, self.token):
             return True
-        path = environ.get("PATH_INFO") or "/"
-        return client is not None and (path in MCP_PATHS or not self.token)
+        # A client's token opens the MCP endpoints only: status, metrics, events and approvals show
+        # and change what lies beyond its profile, so they are the operator's (serve.auth_token;
+        # without one they stay shut while clients are named).
+        return client is not None and (environ.get("PATH_INFO") or "/") in MCP_PATHS
 
     def check(self, environ) -> tuple[str, str] | None:
         port = self.port_of(environ)
@@ -153,6 +154,9 @@ class Guard:
         if refusal is not None:
             return "403 Forbidden", refusal
         if not self._door(environ) and not self._open_get(environ) and not self._member(environ):
+            if self.clients and (environ.get("PATH_INFO") or "/") not in MCP_PATHS:
+                return "401 Unauthorized", ("this route is the operator's: it takes serve.auth_token (a client's "
+                                            "token opens /mcp, /sse and /messages only)")
             return "401 Unauthorized", "missing or wrong bearer token"
         return None
 
@@ -183,9 +187,11 @@ class Guard:
         path = environ.get("PATH_INFO") or "/"
         if path in ("/", "/index.html") or path.startswith("/dashboard/"):
             return True  # static page, no data in it: it asks the user for the token
-        if path == "/events" and (self.token or self.clients):  # EventSource cannot send an Authorization header
+        if path == "/oauth/callback":
+            return True  # a browser back from a sign-in; the route acts only on a state it is waiting for
+        if path == "/events" and self.token:  # EventSource cannot send an Authorization header
             given = "Bearer " + parse_qs(environ.get("QUERY_STRING") or "").get("access_token", [""])[0]
-            return _bearer_is(given, self.token) if self.token else self.client_of(given) is not None
+            return _bearer_is(given, self.token)
         return False
 
 

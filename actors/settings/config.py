@@ -14,6 +14,7 @@ from typing import Any, Mapping, TypeVar, overload
 from actors.settings import profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
+from actors.settings import upstream_auth
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -157,7 +158,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin", "placement"}, path)
+                              "pin", "placement", "auth"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -201,8 +202,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
     else:
         check.fail(f"{path}.restart", "must be a mapping")
     return ServerConfig(
-        name=name, transport=kind, stdio=stdio, http=http,
-        enabled=check.typed(item, "enabled", path, bool, True),
+        name=name, transport=kind, stdio=stdio, http=http, enabled=check.typed(item, "enabled", path, bool, True),
         auto_start=check.typed(item, "auto_start", path, bool, True),
         timeout=timeout or 30.0, prefix=prefix,
         max_in_flight=check.typed(item, "max_in_flight", path, int, 64), policy=policy,
@@ -210,7 +210,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         max_message_bytes=check.typed(item, "max_message_bytes", path, int, 16 * 1024 * 1024),
         retry_idempotent_tools=check.typed(item, "retry_idempotent_tools", path, bool, False),
         pin=check.typed(item, "pin", path, bool, True),
-        placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail))
+        placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail),
+        auth=upstream_auth.parse(item.get("auth"), f"{path}.auth", check.fail))
 
 
 def _str_map(value: Any, path: str, check: _Checker, builtins) -> dict:

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from actors import redact
+from actors.settings.upstream_auth import UpstreamAuth
 
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
 SERVE_TRANSPORTS = ("stdio", "http")
@@ -86,6 +87,7 @@ class ServerConfig:
     pin: bool = True  # pin tool and prompt definitions; false trusts whatever the server lists
     needs_input: tuple[str, ...] = ()  # variables its client file left unresolved: never started with them
     placement: str | None = None  # in a cluster: single | replicated; None = by transport (stdio: single)
+    auth: UpstreamAuth | None = None  # an HTTP server's OAuth settings (actors/settings/upstream_auth.py)
 
     @property
     def effective_prefix(self) -> str:

@@ -42,6 +42,7 @@ class Child:
     server_info: dict | None = None
     endpoint: dict | None = None
     settled: bool = False  # its first start attempt has ended (ready or failed)
+    signed_in: bool = False  # a SignedIn came before its needs-auth failure: start it again at once
     era: tuple | None = None  # (server identity, "modern" | "legacy") as its last probe showed
 
     def known_era(self) -> str | None:

@@ -17,6 +17,7 @@ from actors.settings.model import HttpSpec, ServerConfig
 from actors.trust import provenance as trust
 
 RELAY_HEADER = "X-Troupe-Relay"  # names the server a call between instances is for
+CLIENT_HEADER = "X-Troupe-Client"  # on a relayed call: the serve.clients name it is made for (auth: per_client)
 TOKEN_HEADER = "X-Troupe-Cluster-Token"  # the cluster's shared secret (not the clients' bearer token)
 
 

@@ -22,6 +22,7 @@ class ServerState(str, Enum):
     PENDING_APPROVAL = "pending-approval"  # never executed until an operator approves (trust.PENDING)
     DENIED = "denied"  # the operator or the client's own settings said no (trust.DENIED)
     NEEDS_INPUT = "needs-input"  # its client file has a variable nobody can fill (trust.NEEDS_INPUT)
+    NEEDS_AUTH = "needs-auth"  # an HTTP server answered 401: waits for an OAuth sign-in (actors/auth), no restarts
 
     # Python 3.11 made format() of a mixed-in Enum print "ServerState.READY": log lines and
     # reasons built with f-strings must keep showing the bare value, on 3.10 too.

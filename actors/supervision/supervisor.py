@@ -25,8 +25,8 @@ from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
 from actors.supervision.states import CALLABLE_STATES, GATED_STATES, ServerState
-from actors.tells import fail as _fail
-from actors.tells import tell as _tell
+from actors.supervision.signin import SignedIn, SignInGate, SignInRequired
+from actors.tells import fail as _fail, tell as _tell
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
 from actors.trust.messages import TrustChanged
@@ -35,20 +35,19 @@ from actors.upstream.connection import Connection, make_transport
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
 
 
-class Supervisor(pykka.ThreadingActor):
+class Supervisor(SignInGate, pykka.ThreadingActor):
     """Owns one Child record per server and every Connection actor.
 
-    Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus
-    (reply: StatusReport), ControlServer (reply: the server's status dict), ApplyServers
-    (reply: added/removed/changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts),
-    SetSessionLogLevel, and in a cluster JoinedCluster and LeaseChanged (a `single` server runs
-    here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
+    Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus (reply:
+    StatusReport), ControlServer (reply: the server's status dict), ApplyServers (reply: added/removed/
+    changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts), SetSessionLogLevel, SignedIn and
+    SignInRequired (OAuth, from the AuthKeeper: signin.py), and in a cluster JoinedCluster and LeaseChanged (a `single`
+    server runs here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
     Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
-    circuit on a crash loop, and after every change publishes an immutable Directory into
-    its box: sessions, metrics, the dashboard, reload and embedding read that, never Child.
-    Sends SetLogLevel to connections, DropServer to the Registry, and ServerStateChanged,
-    ServerConnected, ServerDisconnected, ServerRestarted, CircuitOpened, StartupSettled and
-    ApprovalAwaited to the bus.
+    circuit on a crash loop, and after every change publishes an immutable Directory into its box:
+    sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
+    connections, DropServer to the Registry, and ServerStateChanged, ServerConnected, ServerDisconnected,
+    ServerRestarted, CircuitOpened, StartupSettled and ApprovalAwaited to the bus.
     """
 
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
@@ -122,6 +121,10 @@ class Supervisor(pykka.ThreadingActor):
                 self._on_ready(message)
             case ConnectionFailed():
                 self._on_failed(message)
+            case SignedIn(url=url):
+                self._signed_in(url)
+            case SignInRequired(url=url):
+                self._sign_in_required(url)
             case ConnectionCounts(server=name, generation=gen):
                 child = self._current(name, gen)
                 if child:
@@ -286,7 +289,7 @@ class Supervisor(pykka.ThreadingActor):
 
     def _on_failed(self, msg: ConnectionFailed) -> None:
         child = self._current(msg.server, msg.generation)
-        if child is None:
+        if child is None or self._needs_auth(child, msg.reason):  # a 401: no backoff, no circuit
             return
         now = time.time()
         was_up = child.state in CALLABLE_STATES
@@ -315,13 +318,7 @@ class Supervisor(pykka.ThreadingActor):
     def _schedule(self, child: Child, delay: float) -> None:
         child.cancel_timer()
         child.timer_id += 1
-        child.timer = gevent.spawn_later(delay, self._tell, RestartDue(child.config.name, child.timer_id))
-
-    def _tell(self, message) -> None:
-        try:
-            self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass
+        child.timer = gevent.spawn_later(delay, _tell, self.actor_ref, RestartDue(child.config.name, child.timer_id))
 
     def _set_state(self, child: Child, state: ServerState, reason: str) -> None:
         old = child.state

@@ -14,6 +14,11 @@ OnMessage = Callable[[Any], None]
 OnClosed = Callable[[str], None]
 
 
+# The start of a failure reason that means "the server wants a sign-in" (HTTP 401): the Supervisor
+# holds such a server in needs-auth instead of restarting it (see actors/auth).
+NEEDS_AUTH = "needs auth"
+
+
 class TransportError(Exception):
     """The transport could not be opened or a message could not be sent."""
 

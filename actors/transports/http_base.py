@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from contextlib import contextmanager
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import gevent
@@ -19,7 +19,7 @@ from loguru import logger
 
 from actors.protocol import jsonrpc
 from actors.redact import redact_url
-from actors.transports.base import OnClosed, OnMessage, TransportError
+from actors.transports.base import NEEDS_AUTH, OnClosed, OnMessage, TransportError
 from actors.transports.sse_stream import shutdown_response
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -36,6 +36,9 @@ CLOSE_KILL_TIMEOUT = 0.3
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # on_closed's reason when the owner itself called close() (as stdio says it).
 CLOSED_BY_OWNER = "closed by troupe"
+# A 401 that raced a refresh waits this long for the new token (the token request is in flight).
+REFRESH_WAIT = 5.0
+SIGN_IN_LINK_WAIT = 5.0  # a per_client request refused for want of a sign-in waits this long for the link
 POOL_SIZE = 128  # at least a server's max_in_flight (default 64) plus its streams
 
 
@@ -104,8 +107,13 @@ class HttpTransportBase:
     callbacks guarded against late calls, reader bookkeeping and a bounded close."""
 
     def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
-                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger,
+                 auth=None, auth_settings=None, client_header: str | None = None):
         self.name = name
+        # a relay to another troupe: the header that names the client a request is sent for
+        self._client_header = client_header
+        # actors.auth.access.UpstreamAuthAccess (None: no OAuth, e.g. an Authorization header is configured)
+        self._auth, self._auth_settings = auth, auth_settings
         self.url = url
         self._headers = dict(headers)
         self._on_message = on_message
@@ -124,8 +132,10 @@ class HttpTransportBase:
         self._writer: gevent.Greenlet | None = None
         self._closing = False
         self._gone: str | None = None
+        # request id → the client whose own credentials it carries (`auth: per_client`), until sent
+        self._clients: dict[Any, str] = {}
 
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, client: str | None = None) -> None:
         if self._closing:
             raise TransportError(f"{self.name}: transport closed")
         if self._gone:
@@ -134,6 +144,8 @@ class HttpTransportBase:
         # what may take long (a request's answer) runs in its own greenlet.
         if self._writer is None:
             self._writer = self._greenlets.spawn(self._write_loop)
+        if client is not None and jsonrpc.is_request(message):
+            self._clients[message["id"]] = client
         self._outbox.put(message)
 
     def describe(self) -> dict:
@@ -170,6 +182,82 @@ class HttpTransportBase:
         self._streams.clear()
         self._end_session()
         self._http.close()
+
+    # -- OAuth ---------------------------------------------------------------------
+
+    def _client_of(self, message: dict | None) -> str | None:
+        """The client a request is sent for with its own credentials (auth: per_client), or None."""
+        return self._clients.get(message.get("id")) if message is not None and "method" in message else None
+
+    def _sent(self, message: dict) -> None:
+        """The request is out (or failed): its client's credentials are needed no more."""
+        if "method" in message:
+            self._clients.pop(message.get("id"), None)
+
+    def _with_bearer(self, headers: dict, message: dict | None = None) -> dict:
+        """The current bearer, read from the AuthKeeper's box on every request: troupe's own, or
+        for a request sent for a client of a per_client server that client's own (or none)."""
+        client = self._client_of(message)
+        if client is not None and self._client_header:
+            headers[self._client_header] = client
+        token = self._auth.bearer(self.url, client) if self._auth is not None else None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _fresh(self, send: Callable[[], requests.Response], client: str | None = None) -> requests.Response:
+        """send() once more, with the new bearer, when a 401 answered a request whose bearer a refresh
+        was replacing meanwhile (the provider revokes the old one as it issues the new): the caller's
+        request is not lost to that race. Waits for a refresh in flight at most REFRESH_WAIT."""
+        resp = send()
+        if resp.status_code != 401 or self._auth is None:
+            return resp
+        if not self._auth.renewed(self.url, resp.request.headers.get("Authorization"), REFRESH_WAIT, client):
+            return resp
+        resp.close()
+        return send()
+
+    def _client_refused(self, message: dict, resp: requests.Response) -> bool:
+        """A 401 to a request sent for a per_client server's client: that client signs in, the link
+        stays up for everyone else, and the request is answered with the client's sign-in link."""
+        client = self._client_of(message)
+        if client is None or resp.status_code != 401 or self._auth is None:
+            return False
+        self._auth.unauthorized(self.name, self.url, resp.headers.get("WWW-Authenticate"),
+                                resp.request.headers.get("Authorization"), self._auth_settings, client)
+        self._greenlets.spawn(self._answer_sign_in, message, client)  # never hold the writer for the link
+        return True
+
+    def _answer_sign_in(self, message: dict, client: str) -> None:
+        assert self._auth is not None  # only _client_refused spawns this
+        link = self._auth.sign_in_link(self.url, client, SIGN_IN_LINK_WAIT)
+        how = (f"open {link['auth_url']}" if link.get("auth_url") else
+               f"the sign-in cannot start: {link['auth_error']}" if link.get("auth_error") else
+               f"run `troupe auth {self.name} --client {client}`")
+        detail = f"client {client} must sign in to this server with its own account first: {how}"
+        self._deliver(jsonrpc.error(message["id"], jsonrpc.SERVER_UNAVAILABLE, f"{self.name}: {detail}",
+                                    {"httpStatus": 401, "needs_auth": {"name": self.name, **link}}))
+
+    def unauthorized_reason(self, resp: requests.Response) -> str | None:
+        """On a 401 from a server troupe may sign in to: tell the AuthKeeper (with the challenge and
+        the refused token's fingerprint) and return the needs-auth reason; else None."""
+        if resp.status_code != 401 or self._auth is None:
+            return None
+        challenge = resp.headers.get("WWW-Authenticate")
+        self._auth.unauthorized(self.name, self.url, challenge, resp.request.headers.get("Authorization"),
+                                self._auth_settings)
+        return f"{NEEDS_AUTH}: HTTP 401 from {redact_url(self.url)}"
+
+    def _needs_auth(self, resp: requests.Response, message: dict | None = None) -> bool:
+        """A 401 ends the link as needs-auth (the owner fails what is pending); True if it was one.
+        A 401 to one client's own request is that client's alone (it is answered, the link stays)."""
+        if message is not None and self._client_refused(message, resp):
+            return True
+        reason = self.unauthorized_reason(resp)
+        if reason is None:
+            return False
+        self._report_closed(reason)
+        return True
 
     # -- for subclasses ---------------------------------------------------------
 

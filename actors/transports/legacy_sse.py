@@ -34,9 +34,10 @@ class SseTransport(HttpTransportBase):
     """
 
     def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
-                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger,
+                 auth=None, auth_settings=None):
         super().__init__(name, url, headers, on_message, on_closed,
-                         connect_timeout=connect_timeout, log=log)
+                         connect_timeout=connect_timeout, log=log, auth=auth, auth_settings=auth_settings)
         self._endpoint: str | None = None
         self._ready = gevent.event.AsyncResult()
         self._opened = False
@@ -70,7 +71,7 @@ class SseTransport(HttpTransportBase):
         pass
 
     def _read_stream(self) -> None:
-        headers = {**self._headers, "Accept": SSE_MEDIA_TYPE, "Cache-Control": "no-cache"}
+        headers = self._with_bearer({**self._headers, "Accept": SSE_MEDIA_TYPE, "Cache-Control": "no-cache"})
         try:
             # No read timeout: the stream may be silent for as long as the server likes.
             resp = self._http.get(self.url, headers=headers, stream=True,
@@ -80,6 +81,10 @@ class SseTransport(HttpTransportBase):
                 f"{self.name}: cannot reach {redact_url(self.url)}: {describe_exc(exc)}"))
             return
         with self._tracked(resp):
+            needs_auth = self.unauthorized_reason(resp)
+            if needs_auth is not None:
+                self._ready.set_exception(TransportError(needs_auth))  # open() fails with it: needs-auth
+                return
             if resp.status_code != 200 or media_type(resp) != SSE_MEDIA_TYPE:
                 self._ready.set_exception(TransportError(
                     f"{self.name}: GET {redact_url(self.url)}: {error_detail(resp)} "
@@ -121,8 +126,14 @@ class SseTransport(HttpTransportBase):
         return endpoint
 
     def _dispatch(self, message: dict) -> None:
+        try:
+            self._post_message(message)
+        finally:
+            self._sent(message)
+
+    def _post_message(self, message: dict) -> None:
         assert self._endpoint is not None  # send() queues nothing before open() set it
-        headers = {**self._headers, "Content-Type": JSON_MEDIA_TYPE}
+        headers = self._with_bearer({**self._headers, "Content-Type": JSON_MEDIA_TYPE}, message)
         try:
             resp = self._http.post(self._endpoint, data=jsonrpc.encode(message), headers=headers,
                                    stream=True, timeout=(self._connect_timeout, POST_READ_TIMEOUT))
@@ -130,6 +141,8 @@ class SseTransport(HttpTransportBase):
             self._fail(message, f"POST {redact_url(self._endpoint)} failed: {describe_exc(exc)}")
             return
         with self._tracked(resp):
+            if self._needs_auth(resp, message):
+                return  # the owner fails what is pending when the link ends (a client's 401: answered)
             if resp.status_code >= 300:
                 self._fail(message, error_detail(resp), resp.status_code)
             else:

@@ -46,8 +46,7 @@ RESUME_MAX_ATTEMPTS = 5
 POST_STREAM_TAIL = 1.0
 # close() sends DELETE for the session; a server that does not answer fast is not waited for.
 DELETE_TIMEOUT = 1.0
-# Status codes that mean "no response body by design".
-_NO_BODY = (202, 204)
+_NO_BODY = (202, 204)  # status codes that mean "no response body by design"
 
 
 def _answers(message: Any, request_id: Any) -> bool:
@@ -76,9 +75,9 @@ class StreamableHttpTransport(HttpTransportBase):
     """
 
     def __init__(self, name: str, url: str, headers: Mapping[str, str], on_message: OnMessage,
-                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger):
+                 on_closed: OnClosed, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log=logger, **auth):
         super().__init__(name, url, headers, on_message, on_closed,
-                         connect_timeout=connect_timeout, log=log)
+                         connect_timeout=connect_timeout, log=log, **auth)  # auth, auth_settings: OAuth
         self._session_id: str | None = None
         self._protocol_version: str | None = None
         self._initialized = False  # a successful initialize response was seen
@@ -113,7 +112,8 @@ class StreamableHttpTransport(HttpTransportBase):
         return headers
 
     def _post_headers(self, message: dict) -> dict:
-        headers = {**self._headers, "Content-Type": JSON_MEDIA_TYPE, "Accept": POST_ACCEPT}
+        headers = self._with_bearer({**self._headers, "Content-Type": JSON_MEDIA_TYPE, "Accept": POST_ACCEPT},
+                                    message)
         if _modern(message):  # no session: the headers mirror this request alone
             return {**headers, **modern_client.request_headers(message, self._tool_headers)}
         return self._session_headers(headers)
@@ -150,8 +150,10 @@ class StreamableHttpTransport(HttpTransportBase):
             self._log.debug("not sent to a stateless server: {}", message.get("method") or "response")
 
     def _post(self, message: dict, read_timeout: float) -> requests.Response:
-        return self._http.post(self.url, data=jsonrpc.encode(message), headers=self._post_headers(message),
-                               stream=True, timeout=(self._connect_timeout, read_timeout))
+        return self._fresh(lambda: self._http.post(self.url, data=jsonrpc.encode(message), stream=True,
+                                                   headers=self._post_headers(message),  # the bearer of now
+                                                   timeout=(self._connect_timeout, read_timeout)),
+                           self._client_of(message))
 
     def _post_request(self, message: dict) -> None:
         try:
@@ -165,6 +167,7 @@ class StreamableHttpTransport(HttpTransportBase):
             if failure is not None:
                 self._fail(message, *failure)
         finally:
+            self._sent(message)
             if self._calls.get(message["id"]) is gevent.getcurrent():
                 del self._calls[message["id"]]
 
@@ -189,6 +192,8 @@ class StreamableHttpTransport(HttpTransportBase):
     def _read_answer(self, message: dict, resp: requests.Response) -> tuple[str, int | None] | None:
         """Deliver what the server answered; return why not, if the request is still unanswered."""
         status = resp.status_code
+        if self._needs_auth(resp, message):
+            return None  # the owner fails every pending request on on_closed (a client's 401: answered)
         if status >= 400 and self._modern_refusal(message, resp):
             return None
         if status >= 300:
@@ -252,6 +257,8 @@ class StreamableHttpTransport(HttpTransportBase):
             return
         with self._tracked(resp):
             status = resp.status_code
+            if self._needs_auth(resp):
+                return
             if status >= 300:
                 detail = error_detail(resp)
                 if self._session_gone(status, detail):
@@ -328,7 +335,7 @@ class StreamableHttpTransport(HttpTransportBase):
 
     def _open_get(self, last_event_id: str | None) -> tuple[requests.Response | None, int | None]:
         """GET an event stream; (response, 200) or (None, status or None)."""
-        headers = self._session_headers({**self._headers, "Accept": SSE_MEDIA_TYPE})
+        headers = self._session_headers(self._with_bearer({**self._headers, "Accept": SSE_MEDIA_TYPE}))
         if last_event_id:
             headers["Last-Event-ID"] = last_event_id
         try:
@@ -340,6 +347,8 @@ class StreamableHttpTransport(HttpTransportBase):
         if resp.status_code == 200 and media_type(resp) == SSE_MEDIA_TYPE:
             return resp, 200
         with self._tracked(resp):
+            if self._needs_auth(resp):
+                return None, 401
             detail = error_detail(resp)
         if self._session_gone(resp.status_code, detail):
             self._report_closed(f"session expired ({resp.status_code})")
@@ -381,7 +390,7 @@ class StreamableHttpTransport(HttpTransportBase):
     def _end_session(self) -> None:
         if not self._session_id or self._gone:
             return  # no session, or the server already forgot it
-        headers = self._session_headers(dict(self._headers))
+        headers = self._session_headers(self._with_bearer(dict(self._headers)))
         # Swallowing form: a slow DNS lookup or server cannot hold close() past its bound.
         with gevent.Timeout(DELETE_TIMEOUT, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
             try:

@@ -73,6 +73,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self.log = logger.bind(server=config.name)
         self._factory = transport_factory
         self._client_caps = client_capabilities or {}
+        # auth: per_client: each client's requests go out with its own token (the transport picks it)
+        self._per_client = bool(config.auth and config.auth.per_client and config.http)
         self.log_level = log_level  # the level upstreams log at, as the Supervisor last told
         self.transport = None
         # Timers only tell this actor: every deadline is handled in its own turn.
@@ -236,7 +238,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
                       counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
                       origin_request=fwd.origin_request, client_capabilities=fwd.client_capabilities,
-                      log_level=fwd.log_level)
+                      log_level=fwd.log_level, client=fwd.client if self._per_client else None)
 
     def _liveness_probe(self, on_reply, wait: float) -> None:
         # A modern server has no ping: another request (server/discover) shows it alive.
@@ -248,7 +250,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
 
     def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
                  on_progress=None, origin=None, origin_request=None, client_capabilities=None,
-                 log_level: str | None = None) -> int:
+                 log_level: str | None = None, client: str | None = None) -> int:
         rid = self.requests.open(method, on_reply, timeout=timeout, counted=counted, on_progress=on_progress,
                                  origin=origin, origin_request=origin_request)
         if on_progress is not None:
@@ -261,7 +263,10 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                                             log_level or self.log_level)
         assert self.transport is not None  # set in on_start before any request: only a ready server gets calls
         try:
-            self.transport.send(jsonrpc.request(rid, method, params))
+            if client is None:
+                self.transport.send(jsonrpc.request(rid, method, params))
+            else:  # a per_client server: the HTTP transport sends it with that client's own token
+                self.transport.send(jsonrpc.request(rid, method, params), client=client)
         except TransportError as exc:
             self._complete(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: {exc}",
                                               server=self.config.name))

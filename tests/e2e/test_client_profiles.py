@@ -17,7 +17,8 @@ from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
 from tests.support.troupe import Troupe, TroupeHttp, server, text_of, write_config
 
-TOKENS = {"alice": "alice-token-7f3a9c", "bob": "bob-token-51e2d0", "carol": "carol-token-a8b4e6"}
+TOKENS = {"alice": "alice-token-7f3a9c", "bob": "bob-token-51e2d0", "carol": "carol-token-a8b4e6",
+          "operator": "operator-token-2c9d11"}
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 CHANGED = "notifications/tools/list_changed"
@@ -26,7 +27,7 @@ CHANGED = "notifications/tools/list_changed"
 def _config(tmp_path, mode: str = "flat"):
     config = write_config(tmp_path, [server("notes", "tests.servers.notes", pin=False),
                                      server("echo", "tests.servers.echo", pin=False)],
-                          mode=mode, json_response=True,
+                          mode=mode, json_response=True, auth_token=TOKENS["operator"],
                           clients=[{"name": "alice", "token": TOKENS["alice"], "profile": "reader"},
                                    {"name": "bob", "token_env": "BOB_TOKEN", "profile": "echoer"},
                                    {"name": "carol", "token": TOKENS["carol"]}])
@@ -48,7 +49,7 @@ def troupe(tmp_path):
 
 
 def _status(t: TroupeHttp) -> dict:
-    return requests.get(t.base + "/status", headers=_auth("carol"), timeout=10).json()
+    return requests.get(t.base + "/status", headers=_auth("operator"), timeout=10).json()
 
 
 def _auth(name: str) -> dict:
@@ -126,7 +127,8 @@ def test_status_and_metrics_count_by_client_and_show_no_token(troupe):
     assert clients["bob"]["requests"] == 2 and clients["bob"]["tool_calls"] == 0
     metrics = _scrape(troupe)
     assert metrics[("troupe_client_tool_calls_total", frozenset({("client", "alice"), ("profile", "reader")}))] == 2
-    seen = json.dumps(_status(troupe)) + requests.get(troupe.base + "/metrics", headers=_auth("carol"),
+    assert requests.get(troupe.base + "/status", headers=_auth("carol"), timeout=10).status_code == 401
+    seen = json.dumps(_status(troupe)) + requests.get(troupe.base + "/metrics", headers=_auth("operator"),
                                                       timeout=10).text + "".join(troupe.stderr)
     assert not any(token in seen for token in TOKENS.values())
 
@@ -150,6 +152,6 @@ def test_stdio_profile_in_meta_mode_searches_and_calls_within_it(tmp_path):
 
 def _scrape(t: TroupeHttp) -> dict:
     from prometheus_client.parser import text_string_to_metric_families
-    text = requests.get(t.base + "/metrics", headers=_auth("carol"), timeout=10).text
+    text = requests.get(t.base + "/metrics", headers=_auth("operator"), timeout=10).text
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}

@@ -216,17 +216,21 @@ def test_a_client_token_opens_the_mcp_endpoints_and_names_its_client():
     assert status(g, env(path="/mcp", authorization="Bearer tok-x")) == "401"
 
 
-def test_with_an_operator_token_the_operator_routes_are_the_operators_alone():
+def test_the_operator_routes_take_the_operators_token_alone():
     g = _clients_guard(operator="op")
     assert status(g, env(method="GET", path="/status", authorization="Bearer tok-a")) == "401"
     assert status(g, env(method="GET", path="/status", authorization="Bearer op")) is None
+    assert status(g, env(path="/api/approvals/x/approve", authorization="Bearer tok-a",
+                         origin=f"http://127.0.0.1:{PORT}")) == "401"
     operator_mcp = env(path="/mcp", authorization="Bearer op")
-    assert status(g, operator_mcp) is None and "troupe.client" not in operator_mcp  # the whole catalogue
-    # without one, any client's token reads status (and /events takes it in the query)
+    assert status(g, operator_mcp) is None and "troupe.client" not in operator_mcp
+    assert status(g, env(method="GET", path="/events") | {"QUERY_STRING": "access_token=tok-b"}) == "401"
+    assert status(g, env(method="GET", path="/events") | {"QUERY_STRING": "access_token=op"}) is None
+    # without an operator token they stay shut while clients are named: a client never approves
     g = _clients_guard()
-    assert status(g, env(method="GET", path="/status", authorization="Bearer tok-a")) is None
-    assert status(g, env(method="GET", path="/events") | {"QUERY_STRING": "access_token=tok-b"}) is None
-    assert status(g, env(method="GET", path="/events") | {"QUERY_STRING": "access_token=nope"}) == "401"
+    for path in ("/status", "/metrics", "/events"):
+        assert status(g, env(method="GET", path=path, authorization="Bearer tok-a")) == "401", path
+    assert "operator" in g.check(env(method="GET", path="/status", authorization="Bearer tok-a"))[1]
 
 
 def test_clients_count_as_a_token_for_a_non_loopback_bind():
