@@ -122,7 +122,7 @@ def _required_str(args: dict, key: str) -> str:
 
 def _index(cat: Catalogue) -> Index:
     """The snapshot's own search index, built on first use and kept with that snapshot."""
-    return cat.derived("search", lambda: Index([fields(t) for t in cat.tools]))
+    return cat.derived("search", lambda: Index([fields(t, cat.instructions.get(t.server, "")) for t in cat.tools]))
 
 
 def example_arguments(schema: dict) -> dict:
