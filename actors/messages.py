@@ -214,6 +214,7 @@ class PublishServer:
     capabilities: Any = None
     identity: str = ""  # the server's launch line or URL: what its pins are keyed by
     pin: bool = True  # screen tools and prompts against their pins (ServerConfig.pin)
+    instructions: str = ""  # from the server's initialize (or discover) result; tool search reads them
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,10 +95,15 @@ class Registry(pykka.ThreadingActor):
             self._tell_keeper(ReportWithheld(msg.identity, msg.server, result.withheld))
         new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
                           tuple(msg.templates), result.shown["prompts"],
-                          withheld=tuple((kind, name) for kind, items in result.withheld.items() for name in items))
+                          withheld=tuple((kind, name) for kind, items in result.withheld.items() for name in items),
+                          instructions=msg.instructions)
         old = self._lists.get(msg.server)
         self._lists[msg.server] = new
-        return _diff(old, new)
+        changed = _diff(old, new)
+        if not changed and old is not None and old.instructions != new.instructions:
+            # Only search reads them: a new snapshot, but nothing a client's lists would show.
+            self.box.current = catalogue.build(self._lists, self.separator, self.box.current.version + 1)
+        return changed
 
     def _tell_keeper(self, message) -> None:
         """Pins and withheld sets are recorded by the keeper; without one (a registry on its

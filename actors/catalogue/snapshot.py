@@ -67,6 +67,7 @@ class Catalogue:
     collisions: tuple = ()  # human-readable lines, for the status report
     tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
     withheld: Mapping[tuple, Withheld] = field(default_factory=lambda: MappingProxyType({}))  # (kind, name) →
+    instructions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # server → its own words
     # What is derived from this snapshot alone (argument validators, the search index), built
     # on first use and kept for its lifetime: a pure function of immutable data, so a reader
     # that builds it twice builds the same thing, and no cache outlives its snapshot.
@@ -123,6 +124,7 @@ class ServerLists:
     templates: tuple = ()
     prompts: tuple = ()
     withheld: tuple = ()  # (kind, original name) listed but withheld by pinning
+    instructions: str = ""  # the server's initialize instructions: search text, never shown to clients
 
 
 def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Catalogue:
@@ -167,7 +169,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
         tool_index=MappingProxyType(tool_index), prompt_index=MappingProxyType(prompt_index),
         resource_index=MappingProxyType(resource_index), servers=tuple(order),
         collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in tools),
-        withheld=MappingProxyType(withheld))
+        withheld=MappingProxyType(withheld),
+        instructions=MappingProxyType({s: lists[s].instructions for s in order if lists[s].instructions}))
 
 
 def _by_name(item) -> str:

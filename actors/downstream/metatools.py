@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from actors.catalogue.snapshot import Catalogue, Entry
-from actors.catalogue.search import Index
+from actors.catalogue.search import Index, fields
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -27,12 +27,14 @@ def _tool(name: str, description: str, properties: dict, required: tuple = (), r
 
 
 META_TOOLS = (
-    _tool("list_tools", "List the tools of every connected MCP server (name, server, description), a page at a time. "
-          "Returns JSON with tools, total, limit, offset and truncated.", dict(_PAGE)),
+    _tool("list_tools", "List the tools of every connected MCP server (name, server, first sentence of the "
+          "description), a page at a time. Returns JSON with tools, total, limit, offset and truncated; "
+          "describe_tool gives a tool's whole definition.", dict(_PAGE)),
     _tool("describe_tool", "Show one tool's full definition: description, input schema and an example "
           "call_tool invocation.",
           {"name": {"type": "string", "description": "Qualified tool name from list_tools."}}, ("name",)),
-    _tool("filter_tools", "Find tools by relevance to a query (words matched in names and descriptions), "
+    _tool("filter_tools", "Find tools by relevance to a query (words matched in tool names, descriptions, parameters "
+          "and server names; a whole task in plain words works), "
           "or by a name glob pattern and/or server. Returns JSON like list_tools, best match first.",
           {"query": {"type": "string", "description": "Words describing what you need."},
            "pattern": {"type": "string", "description": "Glob on the qualified name, e.g. 'github__*'."},
@@ -69,6 +71,11 @@ def text_result(value: Any, is_error: bool = False) -> dict:
     return out
 
 
+def _compact(value: dict) -> dict:
+    """Tool lists are what a model pays for on every search: no indentation."""
+    return text_result(orjson.dumps(value).decode())
+
+
 def _page(args: dict) -> tuple[int, int]:
     limit, offset = args.get("limit", DEFAULT_LIMIT), args.get("offset", 0)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
@@ -84,9 +91,23 @@ def _paged(key: str, items: list, limit: int, offset: int) -> dict:
             "truncated": offset + len(page) < len(items)}
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n\s*\n")
+BRIEF_CHARS = 160  # a list answer's description: enough to choose a tool; describe_tool has the rest
+
+
+def brief(text: str) -> str:
+    """A description's first sentence (or paragraph), cut at a word within BRIEF_CHARS."""
+    text = (text or "").strip()
+    text = " ".join(_SENTENCE_END.split(text, maxsplit=1)[0].split())
+    if len(text) <= BRIEF_CHARS:
+        return text
+    cut = text[:BRIEF_CHARS - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(",;:") + "…"
+
+
 def _tool_summary(e: Entry) -> dict:
     d = e.definition
-    out = {"name": e.name, "server": e.server, "description": d.get("description", "")}
+    out = {"name": e.name, "server": e.server, "description": brief(d.get("description", ""))}
     if d.get("title"):
         out["title"] = d["title"]
     return out
@@ -100,8 +121,8 @@ def _required_str(args: dict, key: str) -> str:
 
 
 def _index(cat: Catalogue) -> Index:
-    """The snapshot's own BM25 index, built on first use and kept with that snapshot."""
-    return cat.derived("search", lambda: Index([(t.name, t.definition.get("description", "")) for t in cat.tools]))
+    """The snapshot's own search index, built on first use and kept with that snapshot."""
+    return cat.derived("search", lambda: Index([fields(t, cat.instructions.get(t.server, "")) for t in cat.tools]))
 
 
 def example_arguments(schema: dict) -> dict:
@@ -130,7 +151,7 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth:
         listed = _paged_summaries(cat.tools, len(cat.tools), limit, offset)
         if needs_auth:
             listed["needs_authentication"] = list(needs_auth)
-        return text_result(listed)
+        return _compact(listed)
     if name == "describe_tool":
         tool_name = _required_str(args, "name")
         entry = cat.tool(tool_name)
@@ -141,7 +162,7 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth:
                                                       "arguments": example_arguments(d.get("inputSchema") or {})}}
         return text_result({"tool": d, "server": entry.server, "original_name": entry.original, "example": example})
     if name == "filter_tools":
-        return text_result(_filter(args, cat))
+        return _compact(_filter(args, cat))
     if name == "list_core_tools":
         return text_result({"tools": [{"name": t["name"], "description": t["description"]} for t in core_tools],
                             "total": len(core_tools)})

@@ -30,6 +30,7 @@ class Handshake:
     version: str
     capabilities: dict = field(default_factory=dict)
     server_info: dict = field(default_factory=dict)
+    instructions: str = ""  # the server's own words on what it is for (tool search reads them)
 
 
 def opening(capabilities: dict | None = None, client_info: dict | None = None) -> tuple[str, dict]:
@@ -48,7 +49,8 @@ def accept(result: Any) -> Handshake:
     if version not in mcp.SUPPORTED_VERSIONS:
         raise HandshakeError(f"server speaks protocol {version!r}; troupe supports "
                              f"{', '.join(mcp.SUPPORTED_VERSIONS)}")
-    return Handshake(version, result.get("capabilities") or {}, result.get("serverInfo") or {})
+    return Handshake(version, result.get("capabilities") or {}, result.get("serverInfo") or {},
+                     _instructions(result))
 
 
 def confirmation(handshake: Handshake) -> dict | None:
@@ -78,4 +80,9 @@ def accept_discover(result: Any) -> Handshake:
     meta = result.get("_meta")
     info = meta.get(modern.META_SERVER_INFO) if isinstance(meta, dict) else None
     return Handshake(modern_client.MODERN_VERSION, modern_client.forwarded_capabilities(result.get("capabilities")),
-                     info if isinstance(info, dict) else {})
+                     info if isinstance(info, dict) else {}, _instructions(result))
+
+
+def _instructions(result: dict) -> str:
+    text = result.get("instructions")
+    return text if isinstance(text, str) else ""

@@ -94,6 +94,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self._log_budget = LogBudget()  # log lines about what the server sent that troupe dropped
         self.capabilities: dict = {}
         self.server_info: dict = {}
+        self.instructions = ""
         self.protocol_version = mcp.LATEST
 
     # ---------------------------------------------------------------- lifecycle
@@ -152,6 +153,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
     def _opened(self, opened: handshake.Handshake) -> None:
         self.protocol_version = opened.version
         self.capabilities, self.server_info = opened.capabilities, opened.server_info
+        self.instructions = opened.instructions
         assert self.transport is not None  # opened in on_start before initialize was sent
         self.transport.set_protocol_version(opened.version)
         confirm = handshake.confirmation(opened)
@@ -168,7 +170,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
                                          lists.get("tools", ()), lists.get("resources", ()),
                                          lists.get("templates", ()), lists.get("prompts", ()),
-                                         self.capabilities, trust_identity(self.config), self.config.pin))
+                                         self.capabilities, trust_identity(self.config), self.config.pin,
+                                         self.instructions))
         counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
         if not self._ready:
             self._ready = True

@@ -58,3 +58,13 @@ def test_a_changed_tool_is_withheld_until_the_pin_moves(parts):
     registry.tell(TrustChanged(2))
     wait_until(lambda: box.current.tool("w__weather") is not None, 5, message="shown after approval")
     assert box.current.tool("w__weather").definition["description"] == CHANGED["description"]
+
+
+def test_instructions_reach_the_snapshot_and_a_change_to_them_alone_rebuilds_it(parts):
+    registry, box, _ = parts
+    registry.tell(PublishServer("a", "", (TOOL,), identity="stdio:a", pin=False, instructions="Forecasts."))
+    wait_until(lambda: box.current.instructions.get("a") == "Forecasts.", 5, message="instructions in the catalogue")
+    version = box.current.version
+    registry.tell(PublishServer("a", "", (TOOL,), identity="stdio:a", pin=False, instructions="Rain radar."))
+    wait_until(lambda: box.current.instructions.get("a") == "Rain radar.", 5, message="new instructions")
+    assert box.current.version > version and [e.name for e in box.current.tools] == ["weather"]
