@@ -394,7 +394,6 @@ class ConnectionRetired:
 
 @dataclass(frozen=True, slots=True)
 class SetUrl:
-    """Told by the HTTP server (through Runtime) to the Supervisor once it listens, so the status
-    report carries the URL."""
+    """Told by the HTTP server (through Runtime) to the Supervisor once it listens: status shows it."""
 
     url: str
