@@ -9,6 +9,8 @@ import gevent
 import gevent.lock
 from loguru import logger
 
+from actors.polling import Poller
+
 from actors.settings import config as config_mod
 from actors.events.kinds import ConfigReloaded
 
@@ -17,7 +19,7 @@ SETTLE_S = 0.2  # a change counts once the file has not moved for this long
 SETTLE_TRIES = 10
 
 
-class ConfigWatcher:
+class ConfigWatcher(Poller):
     """Re-reads the config file when it changes (or on reload()) and reconciles the servers.
 
     Only the servers section is applied live: servers added, removed or changed are
@@ -29,7 +31,6 @@ class ConfigWatcher:
         self.path = os.fspath(path)
         self.interval = interval
         self._lock = gevent.lock.Semaphore()  # SIGHUP and the poller must not reconcile at once
-        self._greenlet: gevent.Greenlet | None = None
         self._stat = self._stat_now()
         self._digest = self._digest_now()
         # What the file said last time: a server is "changed" only when its entry in the file
@@ -39,24 +40,8 @@ class ConfigWatcher:
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> "ConfigWatcher":
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._poll)
+        self._start_polling()
         return self
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=True, timeout=1.0)
-            self._greenlet = None
-
-    def _poll(self) -> None:
-        while True:
-            gevent.sleep(self.interval)
-            try:
-                self.check()
-            except Exception:  # the watcher must outlive any one bad read
-                logger.exception("config watcher: check failed")
-
-    # ---------------------------------------------------------------- change detection
 
     def _stat_now(self):
         try:

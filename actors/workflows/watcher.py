@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 import gevent
-from loguru import logger
+
+from actors.polling import Poller
 
 from actors.tells import tell
 from actors.workflows import definitions
@@ -50,7 +51,7 @@ def read_one(path: Path) -> FileRead:
     return FileRead(str(path), workflow, tuple(problems))
 
 
-class DirWatcher:
+class DirWatcher(Poller):
     """Polls `directory` every `interval` seconds; a file added, changed or removed since the
     last look is read once it holds still, and the keeper hears of it (FilesRead)."""
 
@@ -58,26 +59,11 @@ class DirWatcher:
         self.directory, self.interval = directory, interval
         self.keeper = None
         self._seen = self._stats()
-        self._greenlet: gevent.Greenlet | None = None
 
     def start(self, keeper) -> "DirWatcher":
         self.keeper = keeper
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._poll)
+        self._start_polling()
         return self
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=True, timeout=1.0)
-            self._greenlet = None
-
-    def _poll(self) -> None:
-        while True:
-            gevent.sleep(self.interval)
-            try:
-                self.check()
-            except Exception:  # the watcher must outlive any one bad read
-                logger.exception("workflows_dir watcher: check failed")
 
     def _stats(self) -> dict[str, tuple]:
         out = {}
