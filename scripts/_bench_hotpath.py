@@ -152,6 +152,7 @@ def _report(report: Report, section: str, latency: dict, load: dict) -> dict:
         report.row(section, f"goal: {goal}", f"{value:.2f}×", "PASS" if met[goal] else "MISS",
                    f"{op} {target:g}×", met[goal])
     report.row(section, "  modern vs legacy, calls/s and added p50",
-               f"{ratio(rate[T_MODERN], rate[T_HTTP]):.2f}× calls/s", f"{ratio(added[T_MODERN], added[T_HTTP]):.2f}× added p50")
+               f"{ratio(rate[T_MODERN], rate[T_HTTP]):.2f}× calls/s",
+               f"{ratio(added[T_MODERN], added[T_HTTP]):.2f}× added p50")
     return {"inflight": INFLIGHT, "latency": latency, "added_p50_us": added, "load": load,
             "goals": {g: {"ratio": v, "op": op, "target": t, "met": met[g]} for g, (v, op, t) in goals.items()}}
