@@ -15,6 +15,11 @@ Sections (all in one run, every ratio against a baseline measured in the same ru
      the FastMCP proxy, plus the floor of launching N backends in parallel with no aggregator.
   4  filter_tools and list_tools latency through troupe (meta mode) over a 10,000-tool catalogue.
   5  troupe's own RSS with 1 and 50 connected backends, and the growth per backend.
+  6  cluster: the hop to a server's owner, and three instances behind HAProxy against one.
+  7  the hot path (issue 20): one tools/call through troupe's stdio and HTTP fronts against a bare Python
+     relay (bytes only, and parsing JSON), a direct stdio call, a direct HTTP server (tests/servers/bench_http)
+     and the FastMCP proxy, all in front of bench_backend: added p50 at concurrency 1, calls/s with 32 in
+     flight, and the front's own CPU per call; every goal of the issue as a ratio with PASS/MISS.
 
 Usage:
   python scripts/bench.py                       # full run (about 3-5 minutes on 2 cores)
@@ -50,6 +55,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers beside this file
 
 import _bench_cluster  # noqa: E402
+import _bench_hotpath  # noqa: E402
 import _bench_latency  # noqa: E402
 import _bench_profile  # noqa: E402
 import _bench_sections  # noqa: E402
@@ -97,6 +103,7 @@ SECTIONS = {
     "4": ("meta_tools", _bench_sections.meta_tools),
     "5": ("memory", _bench_sections.memory),
     "6": ("cluster", _bench_cluster.cluster),
+    "7": ("hot_path", _bench_hotpath.run),
 }
 
 
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny counts, seconds per section")
     p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")
-    p.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated section numbers")
+    p.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated section numbers")
     p.add_argument("--profile", nargs="?", const="bench-profile.txt", default=None, metavar="FILE",
                    help="profile troupe (py-spy) during one workload at a time; summary to FILE")
     p.add_argument("--profile-only", default="", metavar="SLUGS",

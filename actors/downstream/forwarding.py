@@ -9,6 +9,7 @@ from typing import Any, Callable
 import gevent
 import pykka
 
+from actors.deadline import Deadline
 from actors.protocol import jsonrpc
 
 IDEMPOTENT_METHODS = frozenset({"resources/read", "prompts/get", "completion/complete"})
@@ -28,7 +29,7 @@ class Call:
     def __init__(self, rid, server, method, params, sink, shape, token, ref, retry):
         self.rid, self.server, self.method, self.params = rid, server, method, params
         self.sink, self.shape, self.token, self.ref, self.retry = sink, shape, token, ref, retry
-        self.timer: gevent.Greenlet | None = None
+        self.timer: Deadline | None = None
         self.rounds: Any = None  # an input_rounds.Rounds once the server asked for input
 
     @property
@@ -62,7 +63,7 @@ class ForwardedCalls:
         token = next(self._tokens)
         call = self._calls[token] = Call(rid, server, method, params, sink, shape, token, ref, retry)
         self._by_rid[rid] = token  # a reused id now names this call; the earlier one is still answered
-        call.timer = gevent.spawn_later(deadline, self._on_deadline, token)
+        call.timer = Deadline(deadline, self._on_deadline, token)
         return token
 
     def calls(self) -> list[Call]:
@@ -106,7 +107,7 @@ class ForwardedCalls:
         """A retry resumes parked `call`: its answer now goes to request `rid`, due within `deadline` s."""
         call.rid, call.sink, call.shape = rid, sink, shape
         self._by_rid[rid] = call.token
-        call.timer = gevent.spawn_later(deadline, self._on_deadline, call.token)
+        call.timer = Deadline(deadline, self._on_deadline, call.token)
 
     def close(self) -> set:
         """Every call dropped unanswered; the connections they were sent to, to tell them so."""

@@ -20,6 +20,73 @@ class _AcceptAll:
 
 ACCEPT_ALL = _AcceptAll()
 
+# Keywords that only annotate: they constrain nothing, so a schema made of them and of the plain
+# shapes below can be checked without jsonschema.
+_NOTES = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
+                    "writeOnly", "$schema", "$id"})
+_SHAPES = {"string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
+           "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
+           "null": lambda v: v is None,
+           # a float like 1.0 is an integer for some drafts and not others: jsonschema decides those
+           "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+           "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class _Quick:
+    """A plain object schema (typed properties, `required`, `additionalProperties: false` at most)
+    checked by hand; only arguments that fail go to jsonschema, for its precise message. Most tools
+    have such schemas, and jsonschema took ~7 µs of every call for them (issue 20's profile)."""
+
+    __slots__ = ("_full", "_types", "_required", "_closed")
+
+    def __init__(self, full, types: dict, required: tuple, closed: bool):
+        self._full, self._types, self._required, self._closed = full, types, required, closed
+
+    def iter_errors(self, instance):
+        if self._valid(instance):
+            return iter(())
+        return self._full.iter_errors(instance)
+
+    def _valid(self, instance) -> bool:
+        if not isinstance(instance, dict):
+            return False
+        for name in self._required:
+            if name not in instance:
+                return False
+        types = self._types
+        for name, value in instance.items():
+            check = types.get(name)
+            if check is None:
+                if self._closed and name not in types:
+                    return False
+            elif not check(value):
+                return False
+        return True
+
+
+def _quick(schema: Mapping, full):
+    """A _Quick over `full` when `schema` has only plain shapes, else `full` itself."""
+    if schema.get("type") != "object" or not set(schema) <= _NOTES | {"type", "properties", "required",
+                                                                       "additionalProperties"}:
+        return full
+    closed = schema.get("additionalProperties", True)
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    if not isinstance(closed, bool) or not isinstance(properties, Mapping) or not isinstance(required, list) \
+            or not all(isinstance(r, str) for r in required):
+        return full
+    types: dict = {}
+    for name, sub in properties.items():
+        if not isinstance(sub, Mapping) or not set(sub) <= _NOTES | {"type"}:
+            return full
+        kind = sub.get("type")
+        if kind is None:
+            types[name] = None  # any value
+        elif isinstance(kind, str) and kind in _SHAPES:
+            types[name] = _SHAPES[kind]
+        else:
+            return full
+    return _Quick(full, types, tuple(required), not closed)
+
 
 def compile_validator(tool: str, schema: Any):
     """A validator for one tool; a schema that is itself broken is not enforced (logged once)."""
@@ -34,7 +101,7 @@ def compile_validator(tool: str, schema: Any):
         logger.warning("tool {}: inputSchema is not a valid JSON Schema ({}); arguments not checked",
                        tool, exc.message[:200])
         return ACCEPT_ALL
-    return cls(schema, format_checker=FormatChecker())
+    return _quick(schema, cls(schema, format_checker=FormatChecker()))
 
 
 def problems(validator, arguments: Any) -> str | None:

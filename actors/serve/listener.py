@@ -76,6 +76,12 @@ class FrontHandler(WSGIHandler):
             if self.socket is not None:
                 self.socket.settimeout(self._limit())
 
+    def log_request(self):
+        # pywsgi formats an access-log line for every request even with no log to write it to
+        # (troupe passes log=None): a few µs of every call (issue 20).
+        if getattr(self.server, "access_log", True):
+            super().log_request()
+
     def _limit(self) -> float:
         return getattr(self.server, "header_timeout", DEFAULT_HEADER_TIMEOUT_S)
 
@@ -93,6 +99,7 @@ class FrontServer(WSGIServer):
     def __init__(self, listener, application, *, max_connections: int, header_timeout: float, **kwargs):
         self.header_timeout = header_timeout
         self.max_connections = max_connections
+        self.access_log = kwargs.get("log", "default") is not None  # log=None: no access log at all
         self.refused = 0  # written only by do_handle, in the accept callback
         super().__init__(listener, application, spawn=Pool(max_connections), handler_class=FrontHandler, **kwargs)
         self.full = _never_full  # keep accepting; do_handle refuses what the pool cannot take

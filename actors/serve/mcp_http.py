@@ -111,9 +111,19 @@ class McpHttp:
         self._send(hs, msg, replies.put)  # a dead session answers through `replies` too
         if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
             # An SSE reply, as the reference servers give: progress, logs and server→client
-            # requests of this call travel on it ahead of the answer.
+            # requests of this call travel on it ahead of the answer. Nothing is sent before the
+            # first message anyway; when that is the answer, the whole stream is that one event,
+            # sent with a length in one write (no chunked framing and no end chunk: issue 20).
+            try:
+                first = replies.get(timeout=REPLY_TIMEOUT)
+            except gevent.queue.Empty:
+                first = jsonrpc.error(msg["id"], jsonrpc.INTERNAL_ERROR, "troupe: no answer in time")
+            if _answers(first, msg["id"]):
+                self.sessions.release(hs, replies)
+                event = sse.event(first, name="message")
+                return "200 OK", [*sse.HEADERS, *headers, ("Content-Length", str(len(event)))], [event]
             return "200 OK", [*sse.HEADERS, *headers], \
-                _until_answer(None, replies, msg["id"], lambda: self.sessions.release(hs, replies))
+                _until_answer(first, replies, msg["id"], lambda: self.sessions.release(hs, replies))
         # JSON: notifications that precede the answer cannot travel in it and are dropped.
         try:
             answer = replies.get(timeout=REPLY_TIMEOUT)

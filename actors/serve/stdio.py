@@ -4,46 +4,28 @@ from __future__ import annotations
 import os
 
 import gevent
-import gevent.queue
 from gevent.fileobject import FileObjectPosix
 from loguru import logger
 
 from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc, modern
 from actors.downstream.session import Session
+from actors.transports.pipe_writer import PipeWriter
 
 MAX_LINE = 16 * 1024 * 1024
 FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities
+STDOUT_FLUSH_WAIT = 1.0  # at the end, for the last answers to be taken by the client
 
 
 def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     """Run until stdin reaches EOF (the client went away) or the greenlet is killed."""
-    out = FileObjectPosix(os.dup(stdout_fd), "wb")
-    queue: gevent.queue.Queue = gevent.queue.Queue()
+    out_fd = os.dup(stdout_fd)
+    # The answers of one turn of the hub go out in one write, without a writer greenlet's wake-up.
+    out = PipeWriter(out_fd, lambda exc: logger.warning("stdout closed: {}", exc))
 
     def sink(message: dict) -> None:  # any greenlet; never blocks
-        queue.put(jsonrpc.encode(message) + b"\n")
+        out.write(jsonrpc.encode(message) + b"\n")
 
-    def write_loop() -> None:
-        while True:
-            data = queue.get()
-            if data is None:
-                break
-            chunks = [data]
-            while not queue.empty():  # batch what is ready into one write
-                more = queue.get_nowait()
-                if more is None:
-                    queue.put(None)
-                    break
-                chunks.append(more)
-            try:
-                out.write(b"".join(chunks))
-                out.flush()
-            except OSError as exc:
-                logger.warning("stdout closed: {}", exc)
-                return
-
-    writer = gevent.spawn(write_loop)
     inp = FileObjectPosix(os.dup(stdin_fd), "rb")
     # A stdio client sends initialize (or, modern, a request with its capabilities in _meta) as
     # soon as it has spawned us: those capabilities tell what troupe may advertise to legacy
@@ -81,10 +63,10 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             session.tell(ClientGone())
         except Exception:
             pass
-        queue.put(None)
-        writer.join(timeout=1.0)
-        inp.close()
+        out.flush(timeout=STDOUT_FLUSH_WAIT)
         out.close()
+        inp.close()
+        os.close(out_fd)
 
 
 def _capabilities_of(line: bytes | None) -> dict:

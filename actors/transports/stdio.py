@@ -6,17 +6,16 @@ import re
 import signal
 import subprocess
 import time
-from collections import deque
 from typing import Any
 
 import gevent
-import gevent.event
-from gevent.socket import wait_read, wait_write
+from gevent.socket import wait_read
 from loguru import logger
 
 from actors.settings.config import StdioSpec
 from actors.protocol import jsonrpc
 from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
+from actors.transports.pipe_writer import PipeWriter
 
 # Variables a child inherits from troupe; everything else must be set in `env`.
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME",
@@ -29,7 +28,6 @@ READER_STOP_WAIT = 1.0  # for a reader or writer greenlet to go once killed
 STDERR_LOG_LINES_PER_SEC = 50  # a flooding child must not flood troupe's log
 STDERR_YIELD_LINES = 256  # the stderr drain lets the hub run after this many buffered lines
 READ_CHUNK_BYTES = 64 * 1024  # one read of stdout; the reader yields to the hub after each
-WRITE_CHUNK_BYTES = 64 * 1024  # one write to stdin (a pipe holds 64 KiB on Linux)
 MAX_QUEUED_WRITE_BYTES = 64 * 1024 * 1024  # beyond this a send fails at once: the server is not reading
 DEFAULT_WRITE_STALL = 30.0  # a write that makes no progress this long means the server is hung
 GARBAGE_SAMPLE_BYTES = 80  # how much of a non-JSON line is quoted in the log
@@ -46,8 +44,9 @@ def child_env(extra: dict | Any) -> dict:
 class StdioTransport:
     """Spawns the server, reads its stdout line by line, drains its stderr, kills the group.
 
-    Nothing here blocks the caller or the hub: stdout and stdin are non-blocking pipes, read
-    and written by their own greenlets. Sends go through a queue bounded in bytes; a write
+    Nothing here blocks the caller or the hub: stdout and stdin are non-blocking pipes; stdout
+    is read by its own greenlet, stdin written by a PipeWriter (the messages sent in one turn
+    of the hub in one write). Sends are bounded in bytes waiting; a write
     that makes no progress for `write_timeout` seconds means the server stopped reading, and
     the transport reports itself closed (the owner then restarts it, killing its group).
     """
@@ -62,11 +61,7 @@ class StdioTransport:
         self._write_timeout = write_timeout
         self._proc: subprocess.Popen | None = None
         self._readers: list[gevent.Greenlet] = []
-        self._writer: gevent.Greenlet | None = None
-        self._outbox: deque[bytes] = deque()
-        self._queued = 0  # bytes in _outbox
-        self._wake = gevent.event.Event()
-        self._stalled_since: float | None = None  # monotonic time the current write stopped moving
+        self._writer: PipeWriter | None = None  # stdin, written by whoever sends, one write per hub turn
         self._broken: str | None = None  # why stdin cannot be written any more
         self._closed = False
         self._close_reported = False
@@ -89,10 +84,9 @@ class StdioTransport:
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot start {self.spec.command!r}: {exc}") from None
         assert self._proc.stdin is not None and self._proc.stdout is not None  # both PIPE
-        os.set_blocking(self._proc.stdin.fileno(), False)
         os.set_blocking(self._proc.stdout.fileno(), False)
+        self._writer = PipeWriter(self._proc.stdin.fileno(), self._stdin_broken, stall_timeout=self._write_timeout)
         self._readers = [gevent.spawn(self._read_stdout), gevent.spawn(self._drain_stderr)]
-        self._writer = gevent.spawn(self._write_stdin)
 
     @property
     def pid(self) -> int | None:
@@ -106,24 +100,23 @@ class StdioTransport:
 
     def write_stalled_for(self) -> float | None:
         """Seconds the server has not taken a byte of a pending write, or None."""
-        since = self._stalled_since
+        since = self._writer.stalled_since if self._writer is not None else None
         return None if since is None else time.monotonic() - since
 
     def send(self, message: dict) -> None:
         self.send_bytes(jsonrpc.encode(message))
 
     def send_bytes(self, data: bytes) -> None:
-        """Queue one message for the writer greenlet; never waits for the server."""
-        if self._closed or self._proc is None:
+        """Queue one message for stdin; never waits for the server."""
+        writer = self._writer
+        if self._closed or writer is None:
             raise TransportError(f"{self.name}: not connected")
         if self._broken is not None:
             raise TransportError(f"{self.name}: {self._broken}")
-        if self._queued and self._queued + len(data) + 1 > MAX_QUEUED_WRITE_BYTES:
-            raise TransportError(f"{self.name}: not reading its stdin ({self._queued} bytes waiting to be "
+        if writer.queued and writer.queued + len(data) + 1 > MAX_QUEUED_WRITE_BYTES:
+            raise TransportError(f"{self.name}: not reading its stdin ({writer.queued} bytes waiting to be "
                                  f"written, limit {MAX_QUEUED_WRITE_BYTES})")
-        self._outbox.append(data + b"\n")
-        self._queued += len(data) + 1
-        self._wake.set()
+        writer.write(data + b"\n")
 
     def close(self) -> None:
         """Stop the writer, close stdin, SIGTERM the group, then SIGKILL it; always reap."""
@@ -131,9 +124,8 @@ class StdioTransport:
             return
         self._closed = True
         proc = self._proc
-        if self._writer is not None and self._writer is not gevent.getcurrent():
-            # it may be waiting on stdin's fd, which is about to be closed
-            self._writer.kill(block=True, timeout=READER_STOP_WAIT)
+        if self._writer is not None:
+            self._writer.close()  # it may be waiting on stdin's fd, which is about to be closed
         if proc is not None:
             _stop_process_group(proc)
         for g in self._readers:
@@ -148,41 +140,14 @@ class StdioTransport:
                     pass
         self._report_closed("closed by troupe")
 
-    # -- writer (a greenlet; the only one that touches stdin)
+    # -- writer (PipeWriter reports a broken or hung stdin here, in its drain greenlet)
 
-    def _write_stdin(self) -> None:
-        assert self._proc is not None and self._proc.stdin is not None  # spawned by open() after Popen
-        fd = self._proc.stdin.fileno()
-        while True:
-            if not self._outbox:
-                self._wake.clear()
-                self._wake.wait()
-                continue
-            data = memoryview(self._outbox[0])
-            done = 0
-            while done < len(data):
-                try:
-                    done += os.write(fd, data[done:done + WRITE_CHUNK_BYTES])
-                    self._stalled_since = None
-                except BlockingIOError:
-                    if self._stalled_since is None:
-                        self._stalled_since = time.monotonic()
-                    try:
-                        wait_write(fd, timeout=self._write_timeout)
-                    except TimeoutError:
-                        self._stdin_broken(f"hung: the server stopped reading its stdin (no write progress "
-                                           f"for {self._write_timeout:g}s)")
-                        return
-                except OSError as exc:  # EPIPE: it closed stdin or exited
-                    self._stdin_broken(self._exit_reason() or f"write to stdin failed: {exc}")
-                    return
-            self._outbox.popleft()
-            self._queued -= len(data)
-
-    def _stdin_broken(self, reason: str) -> None:
+    def _stdin_broken(self, error: OSError | None) -> None:
+        if error is None:
+            reason = f"hung: the server stopped reading its stdin (no write progress for {self._write_timeout:g}s)"
+        else:  # EPIPE: it closed stdin or exited
+            reason = self._exit_reason() or f"write to stdin failed: {error}"
         self._broken = reason
-        self._outbox.clear()
-        self._queued = 0
         self._log.warning("{}", reason)
         self._report_closed(reason)
 
@@ -212,7 +177,12 @@ class StdioTransport:
                     break
                 self._take(chunk)
                 self._flush_garbage()
-                gevent.sleep(0)  # a server that floods stdout must not starve the other greenlets
+                if len(chunk) < READ_CHUNK_BYTES:
+                    # A short read emptied the pipe: wait for more rather than read it empty again
+                    # (one system call less per answer).
+                    wait_read(fd)
+                else:
+                    gevent.sleep(0)  # a server that floods stdout must not starve the other greenlets
         except OSError as exc:
             reason = f"stdout error: {exc}"
         self._flush_garbage()

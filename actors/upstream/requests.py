@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import gevent
 from loguru import logger
 
+from actors.deadline import Deadline
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
 from actors.upstream.stats import ServerStats
@@ -49,7 +49,7 @@ class Pending:
 
     method: str
     on_reply: Callable[[Any], None]
-    timer: gevent.Greenlet | None
+    timer: Deadline | None
     started: float
     timeout: float
     counted: bool = False  # a client call (stats, in-flight) rather than troupe's own request
@@ -91,7 +91,7 @@ class RequestTable:
         """A new request: its id (unique on this table), with its deadline timer started."""
         self._next_id += 1
         rid = self._next_id
-        timer = gevent.spawn_later(timeout, self._on_deadline, rid)
+        timer = Deadline(timeout, self._on_deadline, rid)
         self._pending[rid] = Pending(method, on_reply, timer, time.perf_counter(), timeout, counted,
                                      on_progress, origin, origin_request)
         if counted:
