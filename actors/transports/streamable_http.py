@@ -14,16 +14,9 @@ from loguru import logger
 from actors.protocol import jsonrpc, modern_client
 from actors.redact import redact_url
 from actors.transports.base import OnClosed, OnMessage, TransportGarbage
-from actors.transports.http_base import (
-    DEFAULT_CONNECT_TIMEOUT,
-    ERROR_BODY_LIMIT,
-    JSON_MEDIA_TYPE,
-    POST_READ_TIMEOUT,
-    HttpTransportBase,
-    describe_exc,
-    error_detail,
-    media_type,
-)
+from actors.transports.http_base import (DEFAULT_CONNECT_TIMEOUT, ERROR_BODY_LIMIT, JSON_MEDIA_TYPE,
+                                         POST_READ_TIMEOUT, HttpTransportBase, describe_exc, error_detail,
+                                         media_type)
 from actors.transports.sse_stream import SSE_MEDIA_TYPE, StreamCursor, parse_payload, sse_events
 
 SESSION_HEADER = "Mcp-Session-Id"
