@@ -22,7 +22,7 @@ from httptools import HttpParserError
 from loguru import logger
 
 from actors.serve.lean_request import Request, RequestParser
-from actors.serve.listener import SOCKET_KEY, _never_full, _refuse
+from actors.serve.listener import REFUSE_LINGER_S, SOCKET_KEY, _never_full, _refuse
 
 RECV_BYTES = 64 * 1024
 DRAIN_LIMIT = 64 * 1024  # an unread body up to this is read and dropped to keep the connection
@@ -91,23 +91,42 @@ class LeanServer(StreamServer):
         except OSError:
             pass
         try:
-            Connection(self, sock, address).run()
+            connection = Connection(self, sock, address)
+            connection.run()
+            if connection.peer_open:
+                _linger(sock)
         except OSError:  # the client went away mid-answer: nothing to tell it
             pass
         finally:
             sock.close()
 
 
+def _linger(sock) -> None:
+    """Close our side, then read what the client still sends for at most REFUSE_LINGER_S: closing
+    with unread input sends a reset, which can destroy the answer (a 413, a 400) before the
+    client reads it."""
+    deadline = time.monotonic() + REFUSE_LINGER_S
+    sock.shutdown(socket.SHUT_WR)
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(RECV_BYTES):
+                return
+    except TimeoutError:
+        pass
+
+
 class Connection:
     """One client connection: reads requests, calls the app for each, writes its answers."""
 
-    __slots__ = ("server", "sock", "address", "parser", "limit", "open", "_base")
+    __slots__ = ("server", "sock", "address", "parser", "limit", "open", "peer_open", "_base")
 
     def __init__(self, server: LeanServer, sock, address) -> None:
         self.server, self.sock, self.address = server, sock, address
         self.parser = RequestParser()
         self.limit = server.header_timeout
         self.open = True  # False once the client closed its side or the connection must end
+        self.peer_open = True  # False once the client closed its side
         host, port = server.address[:2]
         self._base = {
             "SCRIPT_NAME": "", "SERVER_NAME": str(host), "SERVER_PORT": str(server.server_port or port),
@@ -131,7 +150,7 @@ class Connection:
         self.sock.settimeout(timeout)
         data = self.sock.recv(RECV_BYTES)
         if not data:
-            self.open = False
+            self.open = self.peer_open = False
             return False
         self.parser.feed(data)
         return True
@@ -142,7 +161,7 @@ class Connection:
         would keep resetting that."""
         queue = self.parser.requests
         deadline = 0.0
-        while not (queue and queue[0].head_done):
+        while not (queue and queue[0].head_done) or self.parser.oversized:
             if not deadline:
                 deadline = time.monotonic() + self.limit
             left = deadline - time.monotonic()

@@ -64,13 +64,14 @@ class Request:
 class RequestParser:
     """Feeds bytes to httptools and queues the requests it finds; the parser's callback object."""
 
-    __slots__ = ("_parser", "requests", "_current", "head_bytes")
+    __slots__ = ("_parser", "requests", "_current", "head_bytes", "oversized")
 
     def __init__(self) -> None:
         self._parser = httptools.HttpRequestParser(self)
         self.requests: deque[Request] = deque()
         self._current: Request | None = None
         self.head_bytes = 0  # bytes fed since the last head completed: the head size cap
+        self.oversized = False  # a head over MAX_HEAD_BYTES was seen: the connection must end
 
     def feed(self, data: bytes) -> None:
         """Parse `data`. Raises httptools.HttpParserError on a malformed request. An upgrade
@@ -87,8 +88,9 @@ class RequestParser:
                 last.upgrade, last.keep_alive, last.complete = True, False, True
 
     def head_too_large(self) -> bool:
+        """A head, whole or not yet, over MAX_HEAD_BYTES (counted by the recv, so roughly)."""
         current = self._current
-        return self.head_bytes > MAX_HEAD_BYTES and (current is None or not current.head_done)
+        return self.oversized or (self.head_bytes > MAX_HEAD_BYTES and (current is None or not current.head_done))
 
     # httptools callbacks -------------------------------------------------------------------------
 
@@ -121,6 +123,7 @@ class RequestParser:
         current.version = parser.get_http_version()
         current.keep_alive = parser.should_keep_alive()
         current.head_done = True
+        self.oversized = self.oversized or self.head_bytes > MAX_HEAD_BYTES
         self.head_bytes = 0
 
     def on_body(self, body: bytes) -> None:
