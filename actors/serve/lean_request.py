@@ -110,7 +110,8 @@ class RequestParser:
         key = environ_key(name.lower())
         if key is None:
             return
-        text = value.decode("latin-1")
+        # RFC 9110 5.5: whitespace around a field value is not part of it (llhttp keeps the trailing).
+        text = value.strip(b" \t").decode("latin-1")
         headers = current.headers
         headers[key] = headers[key] + "," + text if key in headers else text
 

@@ -31,7 +31,8 @@ def _app(released: list):
             except TimeoutError:
                 start_response("408 Request Timeout", [("Connection", "close")])
                 return [b"stopped"]
-            start_response("200 OK", [("Content-Type", "text/plain"), ("X-Socket", str(SOCKET_KEY in environ))])
+            start_response("200 OK", [("Content-Type", "text/plain"), ("X-Socket", str(SOCKET_KEY in environ)),
+                                      ("X-Name", "[%s]" % environ.get("HTTP_X_NAME", ""))])
             return [body]
         if path == "/capped":
             body = environ["wsgi.input"].read(BODY_CAP + 1)
@@ -202,9 +203,10 @@ def test_a_head_too_large_gets_431(serve):
 def test_keep_alive_serves_two_requests_on_one_socket_and_pipelined_ones_in_order(serve):
     server = serve()
     with server.connect() as sock:
-        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\none")
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nX-Name:  padded \t\r\nContent-Length: 3\r\n\r\none")
         head, body, rest = _read_response(sock)
         assert head.startswith(b"HTTP/1.1 200 ") and body == b"one" and b"X-Socket: True" in head
+        assert b"X-Name: [padded]" in head, head  # whitespace around a value is not part of it
         sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\ntwo"
                      b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nthree")
         _, second, rest = _read_response(sock, rest)
