@@ -305,7 +305,7 @@ class Response:
         return self._write
 
     def send(self, result) -> None:
-        if isinstance(result, list) and len(result) <= 1:  # the usual answer: one write
+        if not self.head_sent and isinstance(result, list) and len(result) <= 1:  # the usual answer: one write
             self._whole(result[0] if result else b"")
             return
         for data in result:
