@@ -1,4 +1,4 @@
-"""One gevent pywsgi server: MCP (/mcp, /sse), status, events; bound to loopback by default."""
+"""One HTTP server (lean_http): MCP (/mcp, /sse), status, events; bound to loopback by default."""
 from __future__ import annotations
 
 import sys
@@ -11,7 +11,8 @@ from loguru import logger
 
 from actors.serve import metrics
 from actors.serve import approvals, dashboard, oauth_callback, sse_framing as sse
-from actors.serve.listener import FrontHandler, FrontServer, watch_hangup
+from actors.serve.lean_http import LeanServer
+from actors.serve.listener import FrontHandler, watch_hangup
 from actors.serve.mcp_http import McpHttp
 from actors.serve.security import Guard, exposure_refusal
 
@@ -29,7 +30,7 @@ class App:
         if runtime.cluster is not None:  # proxied session requests from other instances carry its secret
             self.guard.member_token = lambda: runtime.cluster.token
         self.mcp = McpHttp(runtime)
-        self.front: FrontServer | None = None  # set by listen(); None when a host's server serves us
+        self.front: LeanServer | None = None  # set by listen(); None when a host's server serves us
         self.extra_routes: dict[tuple[str, str], Callable[[dict], Any]] = {}
         self.prefix_routes: list[tuple[str, str, Callable[[dict], Any]]] = []  # (method, path prefix, handler)
         metrics.install(self)
@@ -137,7 +138,7 @@ def _json(value, status: str = "200 OK"):
     return status, [("Content-Type", "application/json")], orjson.dumps(value, option=orjson.OPT_INDENT_2)
 
 
-def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[FrontServer, App, str]:
+def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[LeanServer, App, str]:
     """Bind and start serving in the background; returns the server, the app and the URL."""
     serve_cfg = runtime.config.serve
     host = host or serve_cfg.host
@@ -146,8 +147,8 @@ def listen(runtime, host: str | None = None, port: int | None = None) -> tuple[F
     if refusal is not None:
         raise ValueError(refusal)
     app = App(runtime, host)
-    server = FrontServer((host, port), app, max_connections=serve_cfg.max_connections,
-                         header_timeout=serve_cfg.header_timeout, log=None, error_log=_ErrorLog())
+    server = LeanServer((host, port), app, max_connections=serve_cfg.max_connections,
+                        header_timeout=serve_cfg.header_timeout)
     server.start()
     app.front = server
     app.guard.bound_port = server.server_port  # known only now when port 0 picked a free one
@@ -168,14 +169,3 @@ def serve(runtime, stop) -> None:
         app.close()
         server.stop(timeout=1.0)
 
-
-class _ErrorLog:
-    """pywsgi's error log into loguru (it writes tracebacks for broken connections)."""
-
-    def write(self, text: str) -> None:
-        text = text.strip()
-        if text:
-            logger.debug("http: {}", text[:500])
-
-    def flush(self) -> None:
-        pass
