@@ -82,11 +82,18 @@ class UpstreamAuthAccess:
         token = sent[7:] if sent and sent[:7].lower() == "bearer " else None
         tell(self.keeper, Unauthorized(server, url, challenge, fingerprint(token), settings, client))
 
-    def sign_in_link(self, url: str, client: str | None, timeout: float) -> dict:
+    def sign_in_link(self, url: str, client: str | None, timeout: float, sent: str | None = None) -> dict:
         """{auth_url} or {auth_error} of the sign-in waiting for `url` (and client), waiting up to
-        `timeout` while the AuthKeeper prepares it; {} if none came."""
+        `timeout` while the AuthKeeper prepares it; {"refreshed": True} if meanwhile a refresh
+        replaced the refused bearer `sent` (a call again will do); {} if nothing came."""
         key = grant_key(url, client)
         deadline = time.monotonic() + timeout
-        while key not in self.box.current.sign_ins and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            current = self.box.current
+            if key in current.sign_ins:
+                return dict(current.sign_ins[key])
+            token = current.bearers.get(key)
+            if token is not None and f"Bearer {token}" != sent and key not in current.refreshing:
+                return {"refreshed": True}
             self.box.changed.wait(max(deadline - time.monotonic(), 0.0))
-        return dict(self.box.current.sign_ins.get(key) or {})
+        return {}

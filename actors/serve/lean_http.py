@@ -21,7 +21,7 @@ from gevent.server import StreamServer
 from httptools import HttpParserError
 from loguru import logger
 
-from actors.serve.lean_request import Request, RequestParser
+from actors.serve.lean_request import MAX_HEAD_BYTES, Request, RequestParser
 from actors.serve.listener import REFUSE_LINGER_S, SOCKET_KEY, _never_full, _refuse
 
 RECV_BYTES = 64 * 1024
@@ -173,7 +173,7 @@ class Connection:
             except HttpParserError:
                 self._send_quietly(_BAD_REQUEST)
                 return None
-            if self.parser.head_too_large():
+            if self.parser.head_too_large(MAX_HEAD_BYTES + RECV_BYTES):
                 self._send_quietly(_HEAD_TOO_LARGE)
                 return None
         return queue[0]
@@ -203,7 +203,10 @@ class Connection:
         finally:
             close = getattr(result, "close", None)
             if close is not None:
-                close()  # a stream's cleanup (unsubscribe, hang-up watch) runs now
+                try:
+                    close()  # a stream's cleanup (unsubscribe, hang-up watch) runs now
+                except Exception:  # the connection still ends cleanly
+                    logger.exception("HTTP answer's close failed")
         return response.keep_alive and self.open
 
     def _finish_body(self, request: Request) -> bool:

@@ -64,13 +64,18 @@ class Request:
 class RequestParser:
     """Feeds bytes to httptools and queues the requests it finds; the parser's callback object."""
 
-    __slots__ = ("_parser", "requests", "_current", "head_bytes", "oversized")
+    __slots__ = ("_parser", "requests", "_current", "head_bytes", "fed_bytes", "oversized")
 
     def __init__(self) -> None:
         self._parser = httptools.HttpRequestParser(self)
         self.requests: deque[Request] = deque()
         self._current: Request | None = None
-        self.head_bytes = 0  # bytes fed since the last head completed: the head size cap
+        # The head's own bytes (request line and headers as the parser hands them over): exact.
+        self.head_bytes = 0
+        # Bytes fed while a head was unfinished: bounds a head the parser still buffers (one huge
+        # header arriving slowly). A read that completes a head may carry body bytes too, so
+        # this counter only refuses beyond the cap plus one read (`loose_cap`).
+        self.fed_bytes = 0
         self.oversized = False  # a head over MAX_HEAD_BYTES was seen: the connection must end
 
     def feed(self, data: bytes) -> None:
@@ -79,7 +84,7 @@ class RequestParser:
         closes after it, since what follows is no longer HTTP."""
         current = self._current
         if current is None or not current.head_done:
-            self.head_bytes += len(data)
+            self.fed_bytes += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -87,23 +92,28 @@ class RequestParser:
             if last is not None:
                 last.upgrade, last.keep_alive, last.complete = True, False, True
 
-    def head_too_large(self) -> bool:
-        """A head, whole or not yet, over MAX_HEAD_BYTES (counted by the recv, so roughly)."""
+    def head_too_large(self, loose_cap: int) -> bool:
+        """A head over MAX_HEAD_BYTES: finished (counted exactly), or unfinished after more than
+        `loose_cap` bytes (the cap plus one read: that read may hold body bytes as well)."""
         current = self._current
-        return self.oversized or (self.head_bytes > MAX_HEAD_BYTES and (current is None or not current.head_done))
+        unfinished = current is None or not current.head_done
+        return self.oversized or (unfinished and (self.head_bytes > MAX_HEAD_BYTES or self.fed_bytes > loose_cap))
 
     # httptools callbacks -------------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self.head_bytes = 0
         self._current = Request()
         self.requests.append(self._current)
 
     def on_url(self, url: bytes) -> None:
+        self.head_bytes += len(url)
         current = self._current
         if current is not None:
             current.url += url  # may come in pieces
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.head_bytes += len(name) + len(value) + 4  # ": " and CRLF
         current = self._current
         if current is None:
             return
@@ -125,7 +135,7 @@ class RequestParser:
         current.keep_alive = parser.should_keep_alive()
         current.head_done = True
         self.oversized = self.oversized or self.head_bytes > MAX_HEAD_BYTES
-        self.head_bytes = 0
+        self.head_bytes = self.fed_bytes = 0
 
     def on_body(self, body: bytes) -> None:
         current = self._current

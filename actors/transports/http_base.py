@@ -223,14 +223,21 @@ class HttpTransportBase:
         client = self._client_of(message)
         if client is None or resp.status_code != 401 or self._auth is None:
             return False
-        self._auth.unauthorized(self.name, self.url, resp.headers.get("WWW-Authenticate"),
-                                resp.request.headers.get("Authorization"), self._auth_settings, client)
-        self._greenlets.spawn(self._answer_sign_in, message, client)  # never hold the writer for the link
+        sent = resp.request.headers.get("Authorization")
+        sent = sent.decode("latin-1") if isinstance(sent, bytes) else sent
+        self._auth.unauthorized(self.name, self.url, resp.headers.get("WWW-Authenticate"), sent,
+                                self._auth_settings, client)
+        self._greenlets.spawn(self._answer_sign_in, message, client, sent)  # never hold the writer for the link
         return True
 
-    def _answer_sign_in(self, message: dict, client: str) -> None:
+    def _answer_sign_in(self, message: dict, client: str, sent: str | None) -> None:
         assert self._auth is not None  # only _client_refused spawns this
-        link = self._auth.sign_in_link(self.url, client, SIGN_IN_LINK_WAIT)
+        link = self._auth.sign_in_link(self.url, client, SIGN_IN_LINK_WAIT, sent)
+        if link.pop("refreshed", False):  # the keeper refreshed the refused token: no sign-in needed
+            self._deliver(jsonrpc.error(message["id"], jsonrpc.SERVER_UNAVAILABLE,
+                                        f"{self.name}: client {client}'s token was refused and has just been "
+                                        "refreshed: call again", {"httpStatus": 401}))
+            return
         how = (f"open {link['auth_url']}" if link.get("auth_url") else
                f"the sign-in cannot start: {link['auth_error']}" if link.get("auth_error") else
                f"run `troupe auth {self.name} --client {client}`")

@@ -191,7 +191,9 @@ class StreamableHttpTransport(HttpTransportBase):
             return None
         if status >= 300:
             detail = error_detail(resp)
-            if self._session_gone(status, detail):
+            # A client's own request (auth: per_client) refused on troupe's session: a server that
+            # binds sessions to one user refuses that client alone; the link stays for the others.
+            if self._session_gone(status, detail) and self._client_of(message) is None:
                 self._report_closed(f"session expired ({status})")
                 return None  # the owner fails every pending request on on_closed
             return detail, status

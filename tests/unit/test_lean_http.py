@@ -285,3 +285,20 @@ def test_connections_beyond_the_maximum_get_503(serve):
     with server.connect() as fourth:
         fourth.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
         assert _read_response(fourth)[0].startswith(b"HTTP/1.1 404 ")
+
+
+def test_a_large_body_in_the_read_that_ends_a_head_is_not_counted_as_head():
+    from actors.serve.lean_request import MAX_HEAD_BYTES, RequestParser
+    head = b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"j" * 2000 + b"\r\nContent-Length: 200000\r\n\r\n"
+    data = head + b"b" * 200000
+    loose = MAX_HEAD_BYTES + 64 * 1024
+    parser = RequestParser()
+    parser.feed(data[:1460])  # a network's first segment: part of the head
+    assert not parser.head_too_large(loose)
+    parser.feed(data[1460:1460 + 65536])  # the rest of the head and 64 KiB of body in one read
+    assert not parser.head_too_large(loose) and parser.requests[0].head_done
+    unfinished = RequestParser()
+    unfinished.feed(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ")
+    for _ in range(3):  # one header that never ends, the parser buffering it: refused past the loose cap
+        unfinished.feed(b"a" * 60000)
+    assert unfinished.head_too_large(loose)
