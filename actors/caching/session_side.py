@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-import gevent
 import orjson
 
 from actors.caching import keys, policy
 from actors.caching.messages import CacheAnswered, LookedUp, LookUp, Store
+from actors.deadline import Deadline
 from actors.protocol import modern
 from actors.tells import tell
 
@@ -38,7 +38,7 @@ class _Pending:
     def __init__(self, rid, server, method, params, sink, shape, progress_token, retry, plan):
         self.rid, self.server, self.method, self.params = rid, server, method, params
         self.sink, self.shape, self.progress_token, self.retry, self.plan = sink, shape, progress_token, retry, plan
-        self.timer: gevent.Greenlet | None = None
+        self.timer: Deadline | None = None
 
 
 class CachedCalls:
@@ -104,7 +104,7 @@ class CachedCalls:
 
         def reply(found: LookedUp) -> None:  # runs in the keeper's (or a Redis reader's) greenlet
             tell(me, CacheAnswered(lookup, found))
-        pending.timer = gevent.spawn_later(LOOKUP_DEADLINE, tell, me, CacheAnswered(lookup, None))
+        pending.timer = Deadline(LOOKUP_DEADLINE, tell, me, CacheAnswered(lookup, None))  # a hub timer, as calls' own
         if not tell(cache, LookUp(plan.key, reply)):
             self._cache_answered(CacheAnswered(lookup, None))  # no cache: forwarded at once
 
