@@ -10,15 +10,17 @@ import orjson
 
 from actors.caching import keys, policy
 from actors.caching.messages import CacheAnswered, LookedUp, LookUp, Store
-from actors.deadline import Deadline
+from actors.downstream.calls import IDEMPOTENT_METHODS, LOOKUP
 from actors.protocol import modern
 from actors.tells import tell
 
 if TYPE_CHECKING:
     from actors.catalogue import views
+    from actors.downstream.calls import CallTable
     from actors.runtime import Runtime
 
 LOOKUP_DEADLINE = 1.0  # seconds a Session waits for the cache before it forwards the call anyway
+FORWARD_MARGIN = 2.0  # once forwarded, the call's deadline: its server's timeout and this (as Session's own)
 META_KEY = "troupe/cache"  # in a cached result's _meta: {"hit": true, "age_s": …}
 
 
@@ -30,22 +32,10 @@ class Plan:
     ttl: float
 
 
-class _Pending:
-    """A call waiting for its lookup: everything needed to answer it, or to forward it."""
-
-    __slots__ = ("rid", "server", "method", "params", "sink", "shape", "progress_token", "retry", "plan", "timer")
-
-    def __init__(self, rid, server, method, params, sink, shape, progress_token, retry, plan):
-        self.rid, self.server, self.method, self.params = rid, server, method, params
-        self.sink, self.shape, self.progress_token, self.retry, self.plan = sink, shape, progress_token, retry, plan
-        self.timer: Deadline | None = None
-
-
 class CachedCalls:
     """Mixed into Session: cacheable tools/call and resources/read go through the CacheKeeper
-    (`rt.cache`). The lookups under way are this Session's own (only its greenlet touches them);
-    each has a deadline, so a keeper that is slow, stopped or broken costs a call its cache, never
-    its answer."""
+    (`rt.cache`). A lookup under way is a call of the Session's own table in phase LOOKUP, with a
+    deadline, so a keeper that is slow, stopped or broken costs a call its cache, never its answer."""
 
     if TYPE_CHECKING:  # provided by Session
         rt: Runtime
@@ -53,11 +43,12 @@ class CachedCalls:
         client_name: str | None
         actor_ref: Any
 
+        calls: CallTable
+
         def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                      retry: bool | None = None) -> None: ...
-
-    _lookups: dict[int, _Pending] | None = None
-    _lookup_ids = 0
+        def _send(self, call) -> None: ...
+        def _answer(self, token: int, outcome, shaped: bool = False) -> None: ...
 
     # ---------------------------------------------------------------- plans
 
@@ -88,40 +79,39 @@ class CachedCalls:
 
     def _forward_cached(self, plan: Plan | None, rid, server: str, method: str, params: dict, sink, shape,
                         progress_token=None, retry: bool | None = None) -> None:
-        """`_forward`, answered from the cache when `plan` finds an entry there."""
+        """`_forward`, answered from the cache when `plan` finds an entry there. The lookup is a
+        phase of the call in the Session's call table: a cancel withdraws it, and its deadline
+        (LOOKUP_DEADLINE) sends the call on without the cache."""
         cache = self.rt.cache
         if plan is None or cache is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):
             # not cacheable, or a modern client's next round of a call that asked for input
             self._forward(rid, server, method, params, sink, shape, progress_token, retry)
             return
-        if self._lookups is None:
-            self._lookups = {}
-        self._lookup_ids += 1
-        lookup = self._lookup_ids
-        pending = self._lookups[lookup] = _Pending(rid, server, method, params, sink, shape, progress_token,
-                                                   retry, plan)
-        me = self.actor_ref
+        call = self.calls.open(rid, sink, shape, LOOKUP, LOOKUP_DEADLINE)
+        call.server, call.method, call.params, call.progress_token, call.plan = server, method, params, \
+            progress_token, plan
+        call.retry = method in IDEMPOTENT_METHODS if retry is None else retry
+        me, token = self.actor_ref, call.token
 
         def reply(found: LookedUp) -> None:  # runs in the keeper's (or a Redis reader's) greenlet
-            tell(me, CacheAnswered(lookup, found))
-        pending.timer = Deadline(LOOKUP_DEADLINE, tell, me, CacheAnswered(lookup, None))  # a hub timer, as calls' own
+            tell(me, CacheAnswered(token, found))
         if not tell(cache, LookUp(plan.key, reply)):
-            self._cache_answered(CacheAnswered(lookup, None))  # no cache: forwarded at once
+            self._cache_answered(CacheAnswered(token, None))  # no cache: forwarded at once
 
     def _cache_answered(self, msg: CacheAnswered) -> None:
-        pending = self._lookups.pop(msg.lookup, None) if self._lookups is not None else None
-        if pending is None:
-            return  # answered already (the deadline, then a late reply, or the other way round)
-        if pending.timer is not None:
-            pending.timer.kill(block=False)
+        call = self.calls.current(msg.lookup)
+        if call is None or call.phase != LOOKUP:
+            return  # answered already (the deadline, then a late reply), or cancelled meanwhile
         found = msg.found
         if found is not None and found.body is not None:
-            pending.sink(marked(pending.shape(pending.rid, orjson.loads(found.body)), found.age_s))
+            cached = orjson.loads(found.body)
+            shape, age = call.shape, found.age_s
+            call.shape = lambda rid, outcome: marked(shape(rid, outcome), age)
+            self._answer(call.token, cached)
             return
-        shape = storing(pending.shape, pending.plan, found.epoch if found is not None else None,
-                        self.rt.cache)
-        self._forward(pending.rid, pending.server, pending.method, pending.params, pending.sink, shape,
-                      pending.progress_token, pending.retry)
+        call.shape = storing(call.shape, call.plan, found.epoch if found is not None else None, self.rt.cache)
+        self.calls.rearm(call, self.rt.server_timeout(call.server) + FORWARD_MARGIN)
+        self._send(call)
 
 
 def storing(shape: Callable, plan: Plan, epoch: int | None, cache) -> Callable:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from actors.downstream.client_requests import labelled
-from actors.downstream.forwarding import Call, ForwardedCalls
+from actors.downstream.calls import Call, CallTable
 from actors.messages import CancelForward, Forward, ForwardReplied, ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.protocol.request_state import args_digest
@@ -93,7 +93,7 @@ class Rounds:
 
 class InputRounds:
     """Mixed into Session: the four bridges of the table above. No state of its own: each call's
-    rounds live on its Call in the Session's ForwardedCalls."""
+    rounds live on its Call in the Session's CallTable."""
 
     if TYPE_CHECKING:  # provided by Session
         rt: Runtime
@@ -102,9 +102,10 @@ class InputRounds:
         client_caps: dict
         client_name: str | None
         client_requests: ClientRequests
-        _inflight: ForwardedCalls
+        calls: CallTable
 
         def _settle(self, token: int, outcome) -> None: ...
+        def _answer(self, token: int, outcome, shaped: bool = False) -> None: ...
 
     # ---------------------------------------------------------------- a modern retry arrives
 
@@ -144,7 +145,7 @@ class InputRounds:
             if state.get("u") is not None:
                 out["requestState"] = state["u"]
             return out
-        call = self._inflight.current(state.get("t"))
+        call = self.calls.current(state.get("t"))
         rounds = call.rounds if call is not None else None
         if call is None or not call.parked or rounds is None or rounds.nonce != state.get("n") \
                 or state.get("sk") != self.key or call.method != method:
@@ -175,8 +176,7 @@ class InputRounds:
         result = {**outcome, "requestState": state}
         if requests is not None:
             result["inputRequests"] = requests
-        self._inflight.settle(call.token)
-        sink(jsonrpc.result(call.rid, result))
+        self._answer(call.token, jsonrpc.result(call.rid, result), shaped=True)
 
     def _bridge_round(self, call: Call, outcome: dict) -> None:
         """Legacy client: each input request becomes a real request to it; the answers go back
@@ -206,7 +206,7 @@ class InputRounds:
             self.client_requests.send(req, self.client_caps, call.sink)
 
     def _input_answered(self, msg: InputAnswered) -> None:
-        call = self._inflight.current(msg.token)
+        call = self.calls.current(msg.token)
         rounds = call.rounds if call is not None else None
         if call is None or rounds is None or rounds.count != msg.round_no or msg.key not in rounds.asked:
             return  # the call ended, or this round is over: one answer only
@@ -244,7 +244,7 @@ class InputRounds:
         """Hold the server's request for the client's retry; answer the client input_required
         now unless its call is parked already (then the retry hears of this one too)."""
         rounds = call.rounds = call.rounds or Rounds()
-        if not call.parked and self._inflight.parked_count() >= MAX_PARKED:
+        if not call.parked and self.calls.parked_count() >= MAX_PARKED:
             req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, f"troupe holds {MAX_PARKED} calls waiting for "
                                        "their clients' input already; try again later", server=req.server))
             return
@@ -263,7 +263,7 @@ class InputRounds:
                  for key, r in rounds.waiting.items()}
         sink(jsonrpc.result(call.rid, {"resultType": "input_required", "inputRequests": asked,
                                        "requestState": state}))
-        self._inflight.park(call)
+        self.calls.park(call)
         me, token, nonce = self.actor_ref, call.token, rounds.nonce
         rounds.timer = gevent.spawn_later(PARK_TTL_S, lambda: _tell(me, ParkExpired(token, nonce)))
 
@@ -275,7 +275,7 @@ class InputRounds:
         _kill(rounds.timer)
         for key in [k for k in rounds.waiting if isinstance(responses.get(k), dict)]:
             rounds.waiting.pop(key).on_reply(responses[key])
-        self._inflight.attach(call, rid, sink, shape, self.rt.server_timeout(call.server) + PARK_MARGIN_S)
+        self.calls.attach(call, rid, sink, shape, self.rt.server_timeout(call.server) + PARK_MARGIN_S)
         if rounds.outcome is not None:  # it ended while its client was away
             outcome, rounds.outcome = rounds.outcome, None
             self._settle(call.token, outcome)
@@ -283,7 +283,7 @@ class InputRounds:
             self._ask_and_park(call)
 
     def _park_expired(self, msg: ParkExpired) -> None:
-        call = self._inflight.current(msg.token)
+        call = self.calls.current(msg.token)
         if call is None or not call.parked or call.rounds is None or call.rounds.nonce != msg.nonce:
             return
         self._drop_parked(call, f"the client did not retry within {PARK_TTL_S:g}s")
@@ -296,13 +296,13 @@ class InputRounds:
         waiting, rounds.waiting = list(rounds.waiting.values()), {}
         for req in waiting:
             req.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT, reason, server=req.server))
-        self._inflight.settle(call.token)
+        self.calls.settle(call.token)
         if rounds.outcome is None:
             _tell(call.ref, CancelForward(self.actor_ref, call.token, reason))
 
     def _release_rounds(self, reason: str) -> None:
         """The Session is going: no server keeps waiting on a request only a parked call held."""
-        for call in self._inflight.calls():
+        for call in self.calls.calls():
             if call.rounds is not None and call.rounds.waiting:
                 _kill(call.rounds.timer)
                 waiting, call.rounds.waiting = list(call.rounds.waiting.values()), {}

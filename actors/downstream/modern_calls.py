@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from actors.downstream.client_requests import NEEDS
-from actors.downstream.forwarding import ForwardedCalls
+from actors.downstream.calls import CallTable
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.replies import ignore
 from actors.events.kinds import ServerLogged
@@ -35,7 +35,7 @@ class ModernCalls:
         client_caps: dict
         actor_ref: Any
         listens: Listens
-        _inflight: ForwardedCalls
+        calls: CallTable
 
         def _resource_owner(self, uri) -> tuple[str, str] | None: ...
         def _input_retry(self, rid, method: str, params: dict, principal: str) -> tuple[dict, Any] | dict: ...
@@ -134,7 +134,7 @@ class ModernCalls:
         also ask on their own (server-everything asks for roots after it starts): failing the
         call would punish one that may have nothing to do with it. A server that did need the
         answer says so in its result."""
-        call = self._inflight.current(req.origin_request)
+        call = self.calls.current(req.origin_request)
         envelope = modern.envelope_of(call.sink) if call is not None else None
         need = NEEDS.get(req.method)
         if call is None or envelope is None or need is None or need in envelope.capabilities:
@@ -148,7 +148,7 @@ class ModernCalls:
         envelope asked for logs at its level, on that request's own stream; never to others."""
         level = event.level
         logger = f"{event.server}/{event.logger}" if event.logger else event.server
-        for call in self._inflight.calls():
+        for call in self.calls.calls():
             envelope = modern.envelope_of(call.sink)
             if envelope is not None and call.server == event.server and envelope.logs(level):
                 call.sink(jsonrpc.notification("notifications/message", {

@@ -9,12 +9,15 @@ from loguru import logger
 
 from actors.caching.messages import CacheAnswered
 from actors.caching.session_side import CachedCalls
+from actors.downstream.calls import (
+    BACK, FORWARDED, IDEMPOTENT_METHODS, LOCAL, LOOKUP, RETRY_WAIT, SETTLING, CallDone, CallNotice, CallTable,
+    Progressed, ServerBack, Settled, progress_notice, wait_for_server,
+)
 from actors.downstream.batches import serve_batch
 from actors.downstream.client_requests import AnswerOverdue, ClientRequests
 from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.client_view import ClientView
 from actors.downstream.lifecycle import Lifecycle
-from actors.downstream.forwarding import IDEMPOTENT_METHODS, ForwardedCalls, Retry, progress_relay, retry_when_back
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.input_rounds import InputAnswered, InputRounds, ParkExpired
 from actors.downstream.modern_calls import ModernCalls
@@ -36,7 +39,7 @@ from actors.messages import (
 )
 from actors.protocol import jsonrpc, mcp, modern
 from actors.tells import tell as _tell
-from actors.workflows.session_calls import WorkflowCalls, WorkflowRuns, WorkflowsChanged
+from actors.workflows.session_calls import WorkflowCalls, WorkflowsChanged
 
 _session_ids = itertools.count(1)
 BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
@@ -45,30 +48,27 @@ BATCH_VERSION = "2025-03-26"  # the only protocol version with JSON-RPC batches
 DEADLINE_MARGIN = 2.0
 
 
-class _Deferred:
-    """A tools/list that waited for start-up to settle, now due."""
-
-    __slots__ = ("message", "sink", "principal")
-
-    def __init__(self, message, sink, principal: str):
-        self.message, self.sink, self.principal = message, sink, principal
-
-
 class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, Lifecycle, ClientView, WorkflowCalls,
               pykka.ThreadingActor):
-    """Owns one downstream client: its capabilities and protocol version, the calls it awaits
-    (each with its own deadline), the server requests relayed to it, its log level and its
-    resource subscriptions and its open subscriptions/listen streams; reads the catalogue and
-    the server directory with no actor hop. Request handlers come by family from ToolCalls,
-    ResourceCalls, ModernCalls, InputRounds and Lifecycle (no state of their own); the server requests relayed to the
-    client, its subscriptions and its listen streams are held objects (ClientRequests,
-    ClientSubscriptions, Listens) that only this actor's greenlet touches. A modern (2026-07-28)
-    request is served from its own _meta alone: nothing of it is kept here.
+    """Owns one downstream client: its capabilities and protocol version, the one table of the
+    calls it owes answers to (actors/downstream/calls.py: forwarded, core tools, workflow runs,
+    cache lookups, waits for start-up or a restarted server, input rounds; each with the
+    Session's own deadline, each answered once by `_answer`), the server requests relayed to it,
+    its log level, its resource subscriptions and its open subscriptions/listen streams; reads the
+    catalogue and the server directory with no actor hop. Request handlers come by family from
+    ToolCalls, ResourceCalls, ModernCalls, InputRounds and Lifecycle (no state of their own); the
+    server requests relayed to the client, its subscriptions and its listen streams are held
+    objects (ClientRequests, ClientSubscriptions, Listens) that only this actor's greenlet touches.
+    A modern (2026-07-28) request is served from its own _meta alone: nothing of it is kept here.
+
+    A handler that raises answers its own call with an internal error and the Session goes on; if
+    the Session fails anyway, every call it holds is answered at once (`on_failure`) and the
+    front's `on_failed` hook is told, so no client waits out a front's timeout.
 
     Receives ClientMessage and ClientGone (from the serve front); ForwardReplied, ForwardExpired,
-    Retry, _Deferred, AnswerOverdue, InputAnswered, ParkExpired and CacheAnswered (answers, deadlines,
-    retries, cache lookups and start-up waits of its own calls, the deadlines of requests relayed to the client, and the
-    rounds of calls that need the client's input);
+    Progressed, CallDone, CallNotice, ServerBack, Settled, AnswerOverdue, InputAnswered, ParkExpired
+    and CacheAnswered (the answers, deadlines, progress and waits of its own calls, the deadlines
+    of requests relayed to the client, and the rounds of calls that need the client's input);
     CatalogueUpdated, ServerLogged, ResourceUpdated and WorkflowsChanged (from the bus); ServerRequest,
     ServerRequestCancelled and ListenSubscribed (from a Connection). Sends Forward and CancelForward
     to Connections, LookUp and Store to the CacheKeeper, SetSessionLogLevel to the Supervisor and
@@ -76,23 +76,24 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
     to the client through its sinks.
     """
 
-    def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None, client=None) -> None:
+    def __init__(self, runtime, notify=None, key: str | None = None, mode: str | None = None, client=None,
+                 on_failed=None) -> None:
         super().__init__()
         self.rt = runtime
         self._init_view(client)  # its client (serve.clients) and that client's profile: what it may see
         self.key = key or f"s{next(_session_ids)}"
         self.notify = notify  # sink for unsolicited messages (list_changed); None = cannot receive
+        self.on_failed = on_failed  # the front's hook: told (any greenlet) when this Session failed
         self.client_caps: dict = {}
         self.client_info: dict = {}
         self.protocol_version = mcp.LATEST
         self.initialized = False
         self.mode = mode or runtime.config.serve.mode
         me = self.actor_ref  # timers reach this Session through its own mailbox
-        self._inflight = ForwardedCalls(lambda token: _tell(me, ForwardExpired(token)))
+        self.calls = CallTable(lambda token: _tell(me, ForwardExpired(token)))
         self.client_requests = ClientRequests(lambda our_id: _tell(me, AnswerOverdue(our_id)))
         self.subscriptions = ClientSubscriptions(self._unsubscribe_upstream)
         self.listens = Listens(self._listen_unsubscriber)
-        self.workflow_runs = WorkflowRuns()  # its workflow calls' runners (actors/workflows)
         self._after_wait = False
         self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
         self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
@@ -103,68 +104,110 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
                                                          "WorkflowsChanged"))
 
     def on_stop(self) -> None:
-        assert self.rt.bus is not None  # set before on_start, never cleared
-        self.rt.bus.unsubscribe(self.key)
-        self.client_requests.close("the client went away")  # the upstream must not wait for a gone client
-        self._release_rounds("the client went away")
-        self._cancel_all("client disconnected")
-        self.rt.set_log_level(self.actor_ref, None)
-        self.subscriptions.close()
-        self.listens.close()  # each stream answered: it ended with its client
+        self._depart("the client went away", "client disconnected")
 
     def on_failure(self, exc_type, exc_value, traceback) -> None:
-        # pykka skips on_stop after a crash: cancel this client's upstream calls anyway.
-        self.on_stop()
+        # pykka skips on_stop after a crash: every call held is answered now (not cancelled: its
+        # client is still there and waits), then everything else is released as on_stop does.
+        why = f"troupe internal error: session {self.key} failed ({exc_type.__name__ if exc_type else 'error'})"
+        logger.error("session {} failed: {}: {}", self.key, exc_type.__name__ if exc_type else "?", exc_value)
+        for call in self.calls.close(why):
+            if call.sink is not None:
+                _deliver(call.sink, jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR, why))
+            if call.phase == FORWARDED and call.ref is not None:
+                _tell(call.ref, CancelForward(self.actor_ref, call.token, why))
+        self._depart(why, why)
+        if self.on_failed is not None:
+            try:
+                self.on_failed(why)
+            except Exception:  # the front's hook must not hide the failure it reports
+                logger.exception("session {}: the front's failure hook failed", self.key)
+
+    def _depart(self, to_servers: str, to_calls: str) -> None:
+        """Release everything this client held: the servers' questions to it are answered, its
+        calls cancelled upstream, its subscriptions and streams ended. Each step guarded: one
+        failing must not keep the others from running."""
+        for step in (lambda: self.rt.bus.unsubscribe(self.key) if self.rt.bus is not None else None,
+                     lambda: self.client_requests.close(to_servers),
+                     lambda: self._release_rounds(to_servers),
+                     lambda: self._cancel_all(to_calls),
+                     lambda: self.rt.set_log_level(self.actor_ref, None),
+                     self.subscriptions.close,
+                     self.listens.close):  # each listen stream answered: it ended with its client
+            try:
+                step()
+            except Exception:
+                logger.exception("session {}: releasing its state failed", self.key)
 
     def _on_event(self, event) -> None:  # runs in the bus greenlet: only a tell
-        try:
-            if event.kind == "ToolsChanged":
-                self.actor_ref.tell(CatalogueUpdated(event.lists, event.version))
-            else:
-                self.actor_ref.tell(event)
-        except pykka.ActorDeadError:
-            pass
+        if event.kind == "ToolsChanged":
+            _tell(self.actor_ref, CatalogueUpdated(event.lists, event.version))
+        else:
+            _tell(self.actor_ref, event)
 
     # ---------------------------------------------------------------- dispatch
 
     def on_receive(self, message):
+        try:
+            self._dispatch(message)
+        except Exception as exc:  # one message's bug must not take the client's other calls down
+            self._contain(message, exc)
+
+    def _contain(self, message, exc: Exception) -> None:
+        """A handler raised: the call the message was about (if any) is answered with an internal
+        error naming troupe, and the Session goes on serving its other calls."""
+        logger.opt(exception=exc).error("session {}: handling {} failed", self.key, type(message).__name__)
+        why = f"troupe internal error: {type(exc).__name__}: {exc}"
+        token = getattr(message, "token", getattr(message, "lookup", None))
+        if isinstance(token, int):
+            call = self.calls.stop(token, why)
+            if call is not None and call.sink is not None:
+                _deliver(call.sink, jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR, why))
+            return
+        if isinstance(message, ClientMessage) and isinstance(message.message, dict):
+            rid = message.message.get("id")
+            if "method" in message.message and isinstance(rid, (str, int)) and not isinstance(rid, bool):
+                call = self.calls.get(rid)
+                if call is not None:  # accepted before it failed: answered through the table
+                    self.calls.stop(call.token, why)
+                _deliver(message.sink, jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, why))
+
+    def _dispatch(self, message) -> None:
         match message:
             case ClientMessage(message=msg, sink=sink, principal=principal):
                 self._client_message(msg, sink, principal or self.key)
-            case _Deferred(message=msg, sink=sink, principal=principal):
-                self._after_wait = True  # start-up wait is over (settled or timed out): answer now
-                try:
-                    self._request(msg, sink, principal)
-                finally:
-                    self._after_wait = False
+            case ForwardReplied(token=token, outcome=outcome):
+                self._settle(token, outcome)
+            case Progressed(token=token, params=params):
+                call = self.calls.current(token)
+                if call is not None and call.sink is not None and call.progress_token is not None:
+                    call.sink(progress_notice(call.progress_token, params))
+            case ForwardExpired(token=token):
+                self._expire(token)
+            case CallDone():
+                self._answer(message.token, message.outcome, shaped=message.answered)
+            case CallNotice(token=token, message=notice):
+                call = self.calls.current(token)
+                if call is not None and call.sink is not None:
+                    call.sink(notice)
+            case Settled(token=token):
+                self._settled(token)
+            case ServerBack(token=token):
+                self._server_back(token)
             case CatalogueUpdated(lists=lists, version=version):
                 lists = self.changed_in_view(lists)  # a change this client cannot see is no news to it
                 self._list_changed(lists, version)
                 self.listens.list_changed([k for k in lists if not (k == "tools" and self.mode == "meta")])
             case ListenSubscribed():
                 self.listens.subscribed(message)
-            case ForwardReplied(token=token, outcome=outcome):
-                self._settle(token, outcome)
-            case ForwardExpired(token=token):
-                self._expire(token)
             case CacheAnswered():
                 self._cache_answered(message)
             case InputAnswered():
                 self._input_answered(message)
             case ParkExpired():
                 self._park_expired(message)
-            case Retry():
-                self._forward(message.rid, message.server, message.method, message.params, message.sink,
-                              message.shape, message.token, retry=False)
             case ServerRequest():
-                if self._refuse_undeclared(message):
-                    return
-                call = self._inflight.current(message.origin_request)
-                if call is not None and (call.parked or modern.envelope_of(call.sink) is not None):
-                    self._park(call, message)  # a modern client takes no requests: it hears input_required
-                    return
-                # it travels on the stream of the client's call that triggered it, if still open
-                self.client_requests.send(message, self.client_caps, call.sink if call is not None else self.notify)
+                self._server_request(message)
             case AnswerOverdue(our_id=our_id):
                 self.client_requests.expire(our_id)
             case ServerRequestCancelled(server=server, upstream_id=uid):
@@ -187,6 +230,18 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
             case _:
                 logger.warning("session: unknown message {!r}", message)
 
+    def _server_request(self, req: ServerRequest) -> None:
+        """A server asks this client something (the Connection found this client's call behind
+        it): on that call's own stream, as input_required for a modern one, or on the client's
+        own stream once that call is over."""
+        if self._refuse_undeclared(req):
+            return
+        call = self.calls.current(req.origin_request)
+        if call is not None and (call.parked or modern.envelope_of(call.sink) is not None):
+            self._park(call, req)  # a modern client takes no requests: it hears input_required
+            return
+        self.client_requests.send(req, self.client_caps, call.sink if call is not None else self.notify)
+
     def _client_message(self, msg, sink, principal: str) -> None:
         if isinstance(msg, list) and msg and self.protocol_version == BATCH_VERSION:
             serve_batch(msg, sink, lambda m, s: self._client_message(m, s, principal))
@@ -198,7 +253,7 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         method = msg.get("method")
         if msg.get("jsonrpc") != "2.0" or (method is not None and not isinstance(method, str)):
             if "id" in msg and method is not None:
-                sink(jsonrpc.error(msg.get("id"), jsonrpc.INVALID_REQUEST, "not a JSON-RPC 2.0 request"))
+                sink(jsonrpc.error(_usable(msg.get("id")), jsonrpc.INVALID_REQUEST, "not a JSON-RPC 2.0 request"))
             elif method is not None:
                 pass  # a malformed notification gets no answer, by JSON-RPC's rules
             else:
@@ -209,13 +264,13 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
                 if not self.client_requests.answer(msg):
                     logger.debug("session {}: response to unknown request {!r} dropped", self.key, msg.get("id"))
             else:  # neither a request, a notification nor a response: say so
-                sink(jsonrpc.error(msg.get("id") if isinstance(msg.get("id"), (str, int)) else None,
-                                   jsonrpc.INVALID_REQUEST, "message has no method, result or error"))
+                sink(jsonrpc.error(_usable(msg.get("id")), jsonrpc.INVALID_REQUEST,
+                                   "message has no method, result or error"))
             return
         if "id" not in msg:
             self._notification(method, msg.get("params") or {})
             return
-        if msg["id"] is None or isinstance(msg["id"], (bool, float, dict, list)):
+        if _usable(msg["id"]) is None:
             sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "request id must be a string or an integer"))
             return
         self._request(msg, sink, principal)
@@ -231,12 +286,14 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
             rid = params.get("requestId")
             if self.listens.end(rid):
                 return  # a listen stream is over: answered, its resources unfollowed
-            call = self._inflight.withdraw(rid)
-            if call is not None:  # no answer is owed any more
-                _tell(call.ref, CancelForward(self.actor_ref, call.token,
-                                              str(params.get("reason") or "cancelled by client")))
-            else:  # a workflow's runner stops, cancelling its steps
-                self.workflow_runs.cancel(rid, str(params.get("reason") or "cancelled by client"))
+            self._cancel(rid, str(params.get("reason") or "cancelled by client"))
+
+    def _cancel(self, rid, reason: str) -> None:
+        """The client cancelled request `rid`: it gets no answer, its work stops (a forwarded call
+        is cancelled upstream; a retry, lookup or wait is never sent), nothing is retried for it."""
+        call = self.calls.withdraw(rid, reason)
+        if call is not None and call.phase == FORWARDED and call.ref is not None:
+            _tell(call.ref, CancelForward(self.actor_ref, call.token, reason))
 
     def _request(self, msg: dict, sink, principal: str) -> None:
         rid, method = msg["id"], msg["method"]
@@ -260,9 +317,38 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
             handler(self, rid, params, sink, msg)
         except Exception as exc:  # a bug answers this request; it must not kill the session
             logger.exception("session: {} failed", method)
+            call = self.calls.get(rid)
+            if call is not None:
+                self.calls.stop(call.token, "troupe internal error")
             sink(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"troupe internal error in {method}: {exc}"))
 
-    # ---------------------------------------------------------------- answers and forwarding
+    # ---------------------------------------------------------------- the one answer
+
+    def _answer(self, token: int, outcome, shaped: bool = False) -> None:
+        """The one answer of call `token` (nothing if it was answered, cancelled or withdrawn):
+        `outcome` shaped by the call's shape, or already a whole answer (`shaped`)."""
+        call = self.calls.settle(token)
+        if call is None or call.sink is None:
+            return
+        if shaped:
+            answer = outcome
+        else:
+            try:
+                answer = call.shape(call.rid, outcome)
+            except Exception as exc:  # a bad outcome fails its own call, never the Session
+                logger.opt(exception=exc).error("session {}: shaping the answer of {} failed", self.key,
+                                                call.method or "a call")
+                answer = jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR,
+                                       f"troupe internal error answering {call.method or 'the call'}: {exc}")
+        call.sink(answer)
+
+    def _track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "") -> int:
+        """Accept a call troupe answers itself: `work(token)` runs in a greenlet of its own (a core
+        tool, a workflow run) and ends by telling CallDone; a cancel or the client's leaving stops it."""
+        call = self.calls.open(rid, sink, shape, LOCAL, deadline)
+        call.method, call.stop_with = method, stop_with
+        call.work = gevent.spawn(work, call.token)
+        return call.token
 
     def _paged(self, rid, params, sink, items, key, cat, variant=()) -> None:
         """One page of `items` (cut from snapshot `cat`; `variant` names what else shaped them),
@@ -277,56 +363,77 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         return not self._after_wait and not self.rt.settled.is_set()
 
     def _defer(self, msg, sink) -> None:
-        """Answer once every auto-start server is ready or failed, bounded by startup_wait."""
-        ref, settled, wait = self.actor_ref, self.rt.settled, self.rt.config.serve.startup_wait
-        principal = getattr(sink, "principal", "") or self.key  # a modern request's own, kept on its sink
+        """Answer once every auto-start server is ready or failed, bounded by startup_wait: the
+        request waits in the call table (a cancel withdraws it), then is handled again."""
+        settled, wait = self.rt.settled, self.rt.config.serve.startup_wait
+        call = self.calls.open(msg["id"], sink, None, SETTLING, wait)
+        call.message, call.method = msg, str(msg.get("method"))
+        call.principal = getattr(sink, "principal", "") or self.key  # a modern request's own, kept on its sink
+        me, token = self.actor_ref, call.token
 
-        def later():
+        def later(_token) -> None:
             settled.wait(timeout=wait)
-            try:
-                ref.tell(_Deferred(msg, sink, principal))
-            except pykka.ActorDeadError:
-                pass
-        gevent.spawn(later)
+            _tell(me, Settled(token))
+        call.work = gevent.spawn(later, token)
+
+    def _settled(self, token: int) -> None:
+        """Start-up settled (or its wait ran out): the deferred request is handled now."""
+        call = self.calls.settle(token)
+        if call is None or call.sink is None:
+            return  # cancelled while it waited
+        self._after_wait = True
+        try:
+            self._request(call.message, call.sink, call.principal)
+        finally:
+            self._after_wait = False
 
     def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
                  retry: bool | None = None) -> None:
-        """Send to the owning connection; `shape(rid, outcome)` builds the one answer.
+        """Accept a call for the owning connection; `shape(rid, outcome)` builds its one answer.
 
         An idempotent read whose connection died under it is sent once more when the
-        server is back (bounded); a tools/call only when `retry` says so.
+        server is back (bounded, and in the table: a cancel stops it); a tools/call only when
+        `retry` says so.
         """
         if isinstance(sink, modern.ModernSink) and sink.retry is not None:  # a modern client's next round
             continued = self._continue_round(rid, server, method, params, sink, shape)
             if continued is None:
                 return
             params = continued
+        call = self.calls.open(rid, sink, shape, FORWARDED, self.rt.server_timeout(server) + DEADLINE_MARGIN)
+        call.server, call.method, call.params, call.progress_token = server, method, params, progress_token
+        call.retry = method in IDEMPOTENT_METHODS if retry is None else retry
+        self._send(call)
+
+    def _send(self, call) -> None:
+        """Send `call` to its server's Connection now (answered at once when there is none)."""
+        server, token, me = call.server, call.token, self.actor_ref
         ref, status = self.rt.connection_or_status(server)
         if ref is None:
-            sink(shape(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server)))
+            self._answer(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server))
             return
-        if retry is None:
-            retry = method in IDEMPOTENT_METHODS
-        again = Retry(rid, server, method, params, sink, shape, progress_token) if retry else None
-        token = self._inflight.open(rid, server, method, params, sink, shape, ref, again,
-                                    self.rt.server_timeout(server) + DEADLINE_MARGIN)
-        me = self.actor_ref
+        call.phase, call.ref = FORWARDED, ref
 
         def on_reply(outcome) -> None:  # runs in the connection's greenlet: a tell, nothing else
             _tell(me, ForwardReplied(token, outcome))
-        on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
-        if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.actor_ref,
-                                  origin_request=token, client_capabilities=self._relayed_capabilities(sink),
+
+        def on_progress(params: dict) -> None:  # the same: progress reaches the client through this mailbox
+            _tell(me, Progressed(token, params))
+        sink = call.sink
+        if not _tell(ref, Forward(call.method, call.params, on_reply,
+                                  on_progress=on_progress if call.progress_token is not None else None,
+                                  origin=me, origin_request=token,
+                                  client_capabilities=self._relayed_capabilities(sink),
                                   log_level=self._relayed_log_level(sink), client=self.client_name)):
             self._settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
                                               server=server, link_lost=True))
 
     def _settle(self, token: int, outcome) -> None:
-        """The one answer to a forwarded request (or its retry once the server is back, or its
-        next round when the server asks for input)."""
-        call = self._inflight.current(token)
-        if call is None:
-            return  # cancelled or expired: answered already
+        """A Connection's answer to call `token`: its one answer, or its next input round, or (its
+        link lost under an idempotent call) a wait for the server to come back."""
+        call = self.calls.current(token)
+        if call is None or call.phase != FORWARDED:
+            return  # cancelled, expired, or a late answer of a Connection it no longer waits for
         if call.parked:  # it ended while its client was away: kept for the retry (InputRounds)
             assert call.rounds is not None  # only a call with rounds is parked
             call.rounds.outcome = outcome
@@ -334,36 +441,85 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         if modern.input_required(outcome):
             self._input_required(call, outcome)
             return
-        self._inflight.settle(token)
-        if call.retry is not None and isinstance(outcome, UpstreamError) and outcome.link_lost:
-            gevent.spawn(retry_when_back, self.rt, self.actor_ref, call.server, call.ref, outcome, call.retry)
+        if call.retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
+            self._await_server(call, outcome)
             return
-        call.sink(call.shape(call.rid, outcome))
+        self._answer(token, outcome)
+
+    def _await_server(self, call, failure: UpstreamError) -> None:
+        """The Connection died under an idempotent call: it waits in the table (RETRY_WAIT at
+        most) for the server's next Connection, then goes to it once."""
+        dead, me, token = call.ref, self.actor_ref, call.token
+        call.phase, call.ref, call.failure, call.retry = BACK, None, failure, False
+        self.calls.rearm(call, RETRY_WAIT)
+        call.work = gevent.spawn(wait_for_server, self.rt, call.server, dead, lambda: _tell(me, ServerBack(token)))
+
+    def _server_back(self, token: int) -> None:
+        call = self.calls.current(token)
+        if call is None or call.phase != BACK:
+            return  # cancelled (or expired) while it waited: never sent again
+        call.work = None
+        self.calls.rearm(call, self.rt.server_timeout(call.server) + DEADLINE_MARGIN)
+        self._send(call)
 
     def _expire(self, token: int) -> None:
-        call = self._inflight.current(token)
+        """The Session's deadline for call `token` passed: whatever it waited for, it is answered now."""
+        call = self.calls.current(token)
         if call is None or call.parked:
             return
-        waited = self.rt.server_timeout(call.server) + DEADLINE_MARGIN
-        _tell(call.ref, CancelForward(self.actor_ref, token, "troupe's deadline passed"))
-        self._settle(token, UpstreamError(
-            jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s", server=call.server))
+        if call.phase == LOOKUP:  # the cache was too slow: the call goes on without it
+            self._cache_answered(CacheAnswered(token, None))
+            return
+        if call.phase == SETTLING:  # start-up took longer than startup_wait: answer with what there is
+            self._settled(token)
+            return
+        if call.phase == FORWARDED:
+            waited = self.rt.server_timeout(call.server) + DEADLINE_MARGIN
+            _tell(call.ref, CancelForward(self.actor_ref, token, "troupe's deadline passed"))
+            outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s",
+                                    server=call.server)
+        elif call.phase == BACK:
+            failure = call.failure
+            outcome = UpstreamError(failure.code, f"{failure.message} (and it was not back within {RETRY_WAIT:g}s)",
+                                    failure.data, server=call.server)
+        else:  # LOCAL: troupe's own work overran
+            outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"troupe gave no answer to {call.method or 'the call'} "
+                                    "in time", server="troupe")
+        self.calls.stop(token, "troupe's deadline passed")  # its work stopped; answered here, once
+        if call.sink is not None:
+            try:
+                answer = call.shape(call.rid, outcome)
+            except Exception:
+                answer = jsonrpc.error(call.rid, outcome.code, outcome.message)
+            call.sink(answer)
 
     # ---------------------------------------------------------------- notifications out
 
     def _unsubscribe_upstream(self, server: str, uri: str) -> None:
         """The connection counts followers: upstream hears unsubscribe when the last one leaves."""
         ref = self.rt.connection(server)
-        if ref is not None:
-            try:
-                ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self.actor_ref))
-            except pykka.ActorDeadError:
-                pass  # a new generation of it never heard of this subscription
+        if ref is not None:  # a new generation of it never heard of this subscription: a dead one is fine
+            _tell(ref, Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self.actor_ref))
 
     def _cancel_all(self, reason: str) -> None:
-        self.workflow_runs.close(reason)
-        for ref in self._inflight.close():
+        refs = set()
+        for call in self.calls.close(reason):
+            if call.phase == FORWARDED and call.ref is not None:
+                refs.add(call.ref)
+        for ref in refs:
             _tell(ref, CancelForward(self.actor_ref, None, reason))
+
+
+def _usable(rid):
+    """A request id troupe may echo: a string or an integer (never a bool, a float, null or a container)."""
+    return rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+
+
+def _deliver(sink, message: dict) -> None:
+    try:
+        sink(message)
+    except Exception:  # a front that cannot take an answer must not stop the others from theirs
+        logger.exception("an answer could not be delivered")
 
 
 _METHODS = {

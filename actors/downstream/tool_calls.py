@@ -3,18 +3,23 @@ meta-tool dispatch, where call_tool, get_resource and get_prompt reach a server 
 answer from the catalogue snapshot (metatools.handle)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import gevent
+from loguru import logger
 
 from actors.catalogue.snapshot import Catalogue
 from actors.downstream import coretools, metatools
+from actors.downstream.calls import CallDone
 from actors.downstream.replies import passthrough, prompt_as_tool, resource_as_tool, tool_outcome
+from actors.messages import UpstreamError
 from actors.protocol import jsonrpc, modern, validation
+from actors.tells import tell
 from actors.workflows.tools import WORKFLOWS_SERVER
 
 if TYPE_CHECKING:
     from actors.runtime import Runtime
+
+CORE_DEADLINE = 30.0  # a core tool answers from troupe's own state: anything slower is a fault
 
 
 class ToolCalls:
@@ -24,10 +29,12 @@ class ToolCalls:
     if TYPE_CHECKING:  # provided by Session
         rt: Runtime
         mode: str
+        actor_ref: Any
         _served_version: dict[str, int]
 
         def _starting_up(self) -> bool: ...
         def _defer(self, msg, sink) -> None: ...
+        def _track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "") -> int: ...
         def catalogue(self) -> Catalogue: ...
         def passthrough_server(self) -> str | None: ...
         def sees_core(self, tool: dict) -> bool: ...
@@ -64,8 +71,7 @@ class ToolCalls:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
             return
         if name in coretools.CORE_NAMES and self.sees_core(coretools.BY_NAME[name]):
-            rt, view = self.rt, self.catalogue()  # core_workflow_* answer about this client's view
-            gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt, view))))
+            self._core(rid, name, args, sink)
             return
         cat = self.catalogue()
         if self.mode == "meta" and name in metatools.META_NAMES:
@@ -88,6 +94,21 @@ class ToolCalls:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} (see {hint})"))
             return
         self._call(rid, entry, args, params, sink)
+
+    def _core(self, rid, name: str, args: dict, sink) -> None:
+        """A core_* tool: run (it may block on the runtime's asks) in a greenlet the call table
+        tracks, so a cancel or the client's leaving stops it and its answer goes out once."""
+        rt, view, me = self.rt, self.catalogue(), self.actor_ref  # core_workflow_* answer about this view
+
+        def work(token: int) -> None:
+            try:
+                outcome = coretools.run(name, args, rt, view)
+            except Exception as exc:  # a bug in a core tool answers its call, nothing else
+                logger.exception("core tool {} failed", name)
+                outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"troupe internal error in {name}: {exc}",
+                                        server="troupe")
+            tell(me, CallDone(token, outcome))
+        self._track(rid, sink, passthrough(), work, CORE_DEADLINE, method=name)
 
     def _call(self, rid, entry, args, params, sink) -> None:
         problem = validation.problems(self.catalogue().validator(entry), args)

@@ -59,6 +59,14 @@ class _Pending:
         self.step, self.rid, self.answer, self.deadline = step, rid, answer, deadline
 
 
+def workflow_deadline(runtime, workflow: Workflow) -> float:
+    """The Session's deadline for a whole run: each group of steps waits at most one step's own
+    net (start-up, the slowest server's timeout, the margin), one group after another."""
+    slowest = max((s.timeout for s in runtime.config.servers), default=DEFAULT_TIMEOUT)
+    per_group = runtime.config.serve.startup_wait + slowest + STEP_MARGIN_S
+    return len(workflow.groups()) * per_group + STEP_MARGIN_S
+
+
 class Runner:
     """One call of `workflow` with `input`, answering client request `rid` through `sink`, with
     progress under `progress_token` if any. Holds its own state (the steps awaiting an answer);

@@ -8,12 +8,13 @@ from actors.catalogue import views
 from actors.downstream.metatools import text_result
 from actors.protocol import jsonrpc
 from actors.workflows.definitions import TOOL_PREFIX
-from actors.workflows.runner import Runner
+from actors.downstream.calls import CallDone, CallNotice
+from actors.tells import tell
+from actors.workflows.runner import Runner, WorkflowCancelled, workflow_deadline
 from actors.workflows.tools import sees_workflow
 from actors.workflows.messages import WorkflowsChanged
-from actors.workflows.runs import WorkflowRuns
 
-__all__ = ["WorkflowCalls", "WorkflowRuns", "WorkflowsChanged"]  # what the Session takes from here
+__all__ = ["WorkflowCalls", "WorkflowsChanged"]  # what the Session takes from here
 
 if TYPE_CHECKING:
     from actors.catalogue.snapshot import Catalogue, Entry
@@ -22,13 +23,13 @@ if TYPE_CHECKING:
 
 
 class WorkflowCalls:
-    """The Session's workflow handler; keeps no state but the Session's WorkflowRuns."""
+    """The Session's workflow handler; keeps no state: each run is a tracked call of the Session's
+    call table (its greenlet stopped with WorkflowCancelled on a cancel or the client's leaving)."""
 
     if TYPE_CHECKING:  # provided by Session
         rt: Runtime
         mode: str
         actor_ref: object
-        workflow_runs: WorkflowRuns
         profile: views.Profile | None
 
         notify: Callable[[dict], None] | None
@@ -36,6 +37,7 @@ class WorkflowCalls:
         listens: Listens
 
         def catalogue(self) -> Catalogue: ...
+        def _track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "") -> int: ...
 
     def _run_workflow(self, rid, entry: Entry, args: dict, params: dict, sink) -> None:
         workflow = self.rt.workflows.current.workflows.get(entry.original)
@@ -49,8 +51,17 @@ class WorkflowCalls:
 
         def view():  # the client's view now (published snapshots only), to name each step's server
             return views.view(rt.catalogue(), profile)
-        self.workflow_runs.start(rid, Runner(workflow, args, rid, sink, token, self.actor_ref, self.mode,
-                                             view, self.rt, principal))
+        me = self.actor_ref
+
+        def run(call_token: int) -> None:
+            def to_session(message) -> None:  # the runner's greenlet: its answer and notices go through the mailbox
+                if isinstance(message, dict) and "method" in message:
+                    tell(me, CallNotice(call_token, message))
+                else:
+                    tell(me, CallDone(call_token, message, answered=True))
+            Runner(workflow, args, rid, to_session, token, me, self.mode, view, rt, principal).run()
+        self._track(rid, sink, None, run, workflow_deadline(rt, workflow), stop_with=WorkflowCancelled,
+                    method=entry.name)
 
     def _workflows_changed(self, names: tuple) -> None:
         """Workflows came, went or changed: in flat mode they are tools, so a client that sees

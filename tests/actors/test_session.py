@@ -11,9 +11,7 @@ import pytest
 
 from actors.settings import config
 from actors.upstream.connection import Connection
-from actors.downstream.forwarding import Retry
 from actors.messages import ClientMessage, ServerRequest, ServerRequestCancelled
-from actors.downstream.replies import passthrough
 from actors.runtime import Runtime
 from actors.downstream.session import DEADLINE_MARGIN, Session
 from tests.support import PYTHON, ROOT, wait_until
@@ -86,10 +84,14 @@ def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_live
     dead = runtime.connection("echo")
     dead.stop()  # the supervisor may not have heard yet: the session still finds this ref
     monkeypatch.setattr(runtime, "connection_or_status", lambda server: (dead, ""))
-    session.tell(Retry(3, "echo", "resources/read", {"uri": "x:y"}, answers.append, passthrough(), None))
+    monkeypatch.setattr(runtime, "connection", lambda server: object())  # "back" at once, for the retry's wait
+    monkeypatch.setattr(Session, "_resource_owner", lambda self, uri: ("echo", uri))
+    # an idempotent read: sent, its link lost, waited for in the call table, sent once more: lost again
+    session.tell(ClientMessage({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "x:y"}},
+                               answers.append))
     wait_until(lambda: answers, 5, message="an answer for the retry")
     assert answers[0]["id"] == 3 and "went away" in answers[0]["error"]["message"]
-    assert session.is_alive()
+    assert session.is_alive() and len(answers) == 1
     session.stop()
 
 

@@ -1,19 +1,22 @@
-"""The table of forwarded requests a session awaits, alone: each call has its own deadline
+"""The one table of the calls a session owes answers to, alone: each call has its own deadline
 and token, so an answer, a deadline or a cancellation settles the current call at most once,
-a reused client id never takes the answer meant for an earlier call, and a parked call (its
-client answered input_required) is found by token alone until a retry takes it up."""
+a reused client id never takes the answer meant for an earlier call, a parked call (its client
+answered input_required) is found by token alone until a retry takes it up, and withdrawing a
+call stops the work doing it."""
+import gevent
 import gevent.event
 
-from actors.downstream.forwarding import ForwardedCalls
+from actors.downstream.calls import FORWARDED, LOCAL, CallTable
 
 
 def _calls(on_deadline=None):
-    return ForwardedCalls(on_deadline or (lambda token: None))
+    return CallTable(on_deadline or (lambda token: None))
 
 
 def _open(calls, rid, server="echo", ref=None, deadline=60.0, sink=None):
-    return calls.open(rid, server, "tools/call", {}, sink, None, ref if ref is not None else object(), None,
-                      deadline=deadline)
+    call = calls.open(rid, sink, None, FORWARDED, deadline)
+    call.server, call.method, call.ref = server, "tools/call", ref if ref is not None else object()
+    return call.token
 
 
 def test_a_call_settles_once_and_only_under_its_own_token():
@@ -25,6 +28,7 @@ def test_a_call_settles_once_and_only_under_its_own_token():
     call = calls.settle(token)
     assert call is not None and call.ref is ref and call.sink == sink.append and call.rid == 7
     assert calls.settle(token) is None and len(calls) == 0 and calls.get(7) is None
+    assert calls.get(True) is None  # true is not request 1
 
 
 def test_a_reused_id_names_the_new_call_and_the_earlier_one_is_still_owed():
@@ -73,7 +77,35 @@ def test_withdraw_and_close_leave_nothing_owed():
     _open(calls, 1, "a", conn_a)
     _open(calls, 2, "a", conn_a)
     _open(calls, 3, "b", conn_b)
-    assert calls.withdraw(3).ref is conn_b
-    assert calls.withdraw(3) is None and calls.withdraw(None) is None
-    assert calls.close() == {conn_a}  # each connection told once, not once per call
-    assert len(calls) == 0 and calls.close() == set()
+    assert calls.withdraw(3, "cancelled").ref is conn_b
+    assert calls.withdraw(3, "cancelled") is None and calls.withdraw(None, "cancelled") is None
+    assert {c.ref for c in calls.close("gone")} == {conn_a}
+    assert len(calls) == 0 and calls.close("gone") == []
+
+
+class _Stopped(Exception):
+    pass
+
+
+def test_withdrawing_a_call_stops_its_work_with_the_reason_and_answering_does_not():
+    calls = _calls()
+    stopped: list = []
+
+    def work(token):
+        try:
+            gevent.sleep(30)
+        except _Stopped as exc:
+            stopped.append(str(exc))
+    cancelled = calls.open(1, print, None, LOCAL, 60.0)
+    cancelled.work, cancelled.stop_with = gevent.spawn(work, cancelled.token), _Stopped
+    answered = calls.open(2, print, None, LOCAL, 60.0)
+    answered.work = gevent.spawn(gevent.sleep, 0.2)
+    gevent.sleep(0)  # both greenlets running
+    assert calls.withdraw(1, "cancelled by client") is cancelled
+    assert calls.settle(answered.token) is answered
+    assert answered.work is not None and not answered.work.dead  # its own work answered: left to end
+    for _ in range(100):
+        if stopped:
+            break
+        gevent.sleep(0.01)
+    assert stopped == ["cancelled by client"] and len(calls) == 0
