@@ -36,6 +36,16 @@ class TransportGarbage:
     lines: int = 1  # stdout lines in a row this stands for (the stdio reader sums a run of junk)
 
 
+@dataclass(frozen=True, slots=True)
+class OnStream:
+    """A server's request that arrived on the response stream of one of troupe's own requests
+    (Streamable HTTP's POST SSE stream): `request_id` is that request's id, so the request
+    belongs to the client call behind it, whoever else has calls in flight."""
+
+    message: Any
+    request_id: Any
+
+
 class Transport(Protocol):
     """What the Connection actor needs from a transport; no pykka in here.
 

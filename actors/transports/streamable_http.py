@@ -13,7 +13,7 @@ from loguru import logger
 
 from actors.protocol import jsonrpc, modern_client
 from actors.redact import redact_url
-from actors.transports.base import OnClosed, OnMessage, TransportGarbage
+from actors.transports.base import OnClosed, OnMessage, OnStream, TransportGarbage
 from actors.transports.http_base import (DEFAULT_CONNECT_TIMEOUT, ERROR_BODY_LIMIT, JSON_MEDIA_TYPE,
                                          POST_READ_TIMEOUT, HttpTransportBase, describe_exc, error_detail,
                                          media_type)
@@ -284,7 +284,10 @@ class StreamableHttpTransport(HttpTransportBase):
             if request is not None and _answers(item, request["id"]):
                 answered = True
                 self._note_answer(request, item)
-            self._deliver(item)
+            if request is not None and isinstance(item, dict) and "method" in item and "id" in item:
+                self._deliver(OnStream(item, request["id"]))  # the server asks on this call's stream
+            else:
+                self._deliver(item)
         return answered
 
     def _pump(self, resp: requests.Response, cursor: StreamCursor, request: dict | None = None) -> bool:

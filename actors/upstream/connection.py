@@ -28,7 +28,7 @@ from actors.protocol import handshake, jsonrpc, mcp, modern_client
 from actors.protocol.modern_client import MODERN
 from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
-from actors.transports.base import Transport, TransportError, TransportGarbage
+from actors.transports.base import OnStream, Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
 from actors.trust.provenance import identity_key as trust_identity
 from actors.upstream.listing import UpstreamLists
@@ -316,6 +316,9 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
     # ---------------------------------------------------------------- inbound
 
     def _inbound(self, msg) -> None:
+        related = None  # the request whose response stream carried a server's request (Streamable HTTP)
+        if isinstance(msg, OnStream):
+            msg, related = msg.message, msg.request_id
         if isinstance(msg, TransportGarbage):
             lines = msg.lines  # the stdio reader sums a run of junk lines
             self.stats.garbage_lines += lines
@@ -338,7 +341,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             if msg["method"] == modern_client.ACKNOWLEDGED:
                 self.modern.acknowledged()
             elif "id" in msg:
-                self.server_messages.request(msg)
+                self.server_messages.request(msg, related)
             else:
                 self.server_messages.notification(msg)
             return

@@ -42,6 +42,19 @@ def outcome_of(reply: dict, server: str):
                          error.get("data"), server=server)
 
 
+def _tellable(origin) -> bool:
+    """A caller a request can be routed to: a Session's ref or a relayed call (not a listen's tuple)."""
+    return origin is not None and hasattr(origin, "tell")
+
+
+def _client_of(origin):
+    """Who is behind a pending entry's origin: a Session's listen streams (`(ref, kind, id)`) are
+    that Session's; every other origin is its own client (a Session, one relayed call)."""
+    if isinstance(origin, tuple) and origin and hasattr(origin[0], "tell"):
+        origin = origin[0]
+    return getattr(origin, "actor_urn", None) or id(origin)
+
+
 @dataclass(slots=True)
 class Pending:
     """One request sent upstream and still awaited: how to answer it, its timer, and for a
@@ -139,12 +152,31 @@ class RequestTable:
         """Take one of troupe's own requests back unanswered (its owner stopped wanting it)."""
         return self._take(request_id)
 
-    def latest_origin(self) -> tuple[Any, Any]:
-        """(session, client request id) of the newest pending client call, or (None, None)."""
-        for p in reversed(self._pending.values()):
-            if p.origin is not None:
-                return p.origin, p.origin_request
-        return None, None
+    def asker(self, related=None) -> tuple[Any, Any] | str:
+        """(caller, its request) of the client call a server's request belongs to, or why troupe
+        cannot tell. The call whose response stream carried it (`related`, Streamable HTTP) says so
+        outright; otherwise it is the newest call of the one client with calls in flight here. With
+        calls of two or more clients in flight, or none, nobody is asked: a question must never
+        reach a client whose call did not ask it."""
+        if related is not None:
+            pending = self.get(related)
+            if pending is not None and _tellable(pending.origin):
+                return pending.origin, pending.origin_request
+            return "it came on the stream of a request that is no client's call in progress"
+        clients: set = set()
+        newest = None
+        for p in self._pending.values():
+            if p.origin is None:
+                continue  # troupe's own request (a listing, a ping)
+            clients.add(_client_of(p.origin))
+            if len(clients) > 1:
+                return (f"calls of {len(clients)} or more clients are in flight to this server and troupe cannot "
+                        "tell whose call asked (set `share: per_client` on the server to give each client its own)")
+            if _tellable(p.origin):
+                newest = p
+        if newest is None:
+            return "it was not sent while a client's request to this server was in progress"
+        return newest.origin, newest.origin_request
 
     def fail_all(self, outcome) -> int:
         """Answer every pending request with outcome, each exactly once; how many there were."""

@@ -1,5 +1,5 @@
 """What an upstream server sends a Connection unasked: its requests (ping answered here, sampling,
-elicitation and roots relayed to the session whose call is in flight) and its notifications
+elicitation and roots relayed to the client whose call asked, or refused: RequestTable.asker) and its notifications
 (progress, list_changed, log lines, resource updates, cancellation of its own requests)."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from loguru import logger
 from actors.events.kinds import ResourceUpdated, ServerListChanged, ServerLogged
 from actors.messages import ServerRequest, ServerRequestCancelled, UpstreamError
 from actors.protocol import jsonrpc, mcp
+from actors.tells import tell
 from actors.upstream.requests import RequestTable, usable_id
 
 CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits this long for a person
@@ -39,8 +40,9 @@ class ServerMessages:
         self._log = log
         self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref)
 
-    def request(self, msg: dict) -> None:
-        """A request from the server: answered at once, refused, or relayed to a client."""
+    def request(self, msg: dict, related=None) -> None:
+        """A request from the server: answered at once, refused, or relayed to the client whose
+        call it belongs to (`related`: the id of troupe's request whose stream carried it)."""
         method, uid = msg["method"], msg["id"]
         if method == "ping":
             self._send(jsonrpc.result(uid, {}))
@@ -49,8 +51,12 @@ class ServerMessages:
         if method not in RELAYED or router is None:
             self._send(jsonrpc.error(uid, jsonrpc.METHOD_NOT_FOUND, f"troupe does not relay {method}"))
             return
-        # The client whose call is in flight here triggered it (the newest such call wins).
-        origin, origin_request = self._requests.latest_origin()
+        asker = self._requests.asker(related)
+        if isinstance(asker, str):  # nobody's, or troupe cannot tell whose: nobody is asked
+            self._log.info("refused the server's {}: {}", method, asker)
+            self._send(jsonrpc.error(uid, jsonrpc.INVALID_REQUEST, f"troupe refuses {method}: {asker}"))
+            return
+        origin, origin_request = asker
         answer_later = self._answer_later
 
         def on_reply(outcome) -> None:  # runs in the session's greenlet
@@ -97,8 +103,8 @@ class ServerMessages:
             entry = self._relayed.pop(uid, None) if usable_id(uid) else None
             if entry is not None:  # the server gave up on its own request to a client
                 entry[0].kill(block=False)
-                if entry[1] is not None:
-                    entry[1].tell(ServerRequestCancelled(self.server, params.get("requestId")))
+                if entry[1] is not None:  # a Session gone meanwhile has nothing left to withdraw
+                    tell(entry[1], ServerRequestCancelled(self.server, params.get("requestId")))
         else:
             self._log.debug("unhandled notification {}", method)
 

@@ -136,12 +136,41 @@ def test_cancel_withdraws_the_matching_calls_unanswered():
     table.open("tools/call", answers.for_("b1"), timeout=60, counted=True, origin="B", origin_request=1)
     assert table.cancel_matching("A", 1) == [a1]
     assert a1 not in table and a2 in table and stats.in_flight == 2
-    assert table.latest_origin() == ("B", 1)
     assert table.cancel_matching("A", None) == [a2]  # the whole session
     assert answers.got["a1"] == [] and answers.got["a2"] == []
     assert table.complete(a1, {}) is None and table.late == 1
     table.fail_all(LOST)
-    assert answers.got["b1"] == [LOST] and table.latest_origin() == (None, None)
+    assert answers.got["b1"] == [LOST]
+
+
+class _Caller:
+    """A stand-in for a Session's ref: something a server's request can be routed to."""
+
+    def __init__(self, urn: str) -> None:
+        self.actor_urn = urn
+
+    def tell(self, message) -> None:
+        pass
+
+
+def test_a_servers_request_belongs_to_the_one_client_with_calls_in_flight_or_to_nobody():
+    table, _ = _table()
+    a, b = _Caller("a"), _Caller("b")
+    assert "not sent while" in table.asker()  # nothing in flight: unsolicited
+    table.open("tools/list", lambda o: None, timeout=60)  # troupe's own request is nobody's call
+    assert "not sent while" in table.asker()
+    table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=a, origin_request=1)
+    table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=(a, "listen", 4))
+    newest = table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=a, origin_request=2)
+    assert table.asker() == (a, 2)  # one client: its newest call
+    b_call = table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=b, origin_request=1)
+    refused = table.asker()
+    assert isinstance(refused, str) and "cannot tell whose call asked" in refused and "per_client" in refused
+    assert table.asker(related=newest) == (a, 2)  # the stream it came on says whose it is
+    assert table.asker(related=b_call) == (b, 1)
+    assert isinstance(table.asker(related=9999), str)  # a stream of a call that is over: nobody
+    table.cancel_matching(b, None)
+    assert table.asker() == (a, 2)
 
 
 def test_outcome_of_turns_a_response_into_a_result_or_an_error():
