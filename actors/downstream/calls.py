@@ -227,6 +227,14 @@ class Settled:
         self.token = token
 
 
+def withdrawn(call: Call) -> None:
+    """Tell the front that carries a withdrawn call's request that no answer will come, so it can
+    end that request now (a POST's stream closes at once); fronts without the hook need nothing."""
+    hook = getattr(call.sink, "withdrawn", None)
+    if hook is not None:
+        hook(call.rid)
+
+
 def wait_for_server(rt, server: str, dead_ref, report: Callable[[], Any]) -> None:
     """A BACK call's work: poll (bounded by the call's deadline, which kills it) for a live
     Connection of `server` other than `dead_ref`, then `report()` (a guarded tell)."""

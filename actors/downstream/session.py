@@ -11,7 +11,7 @@ from actors.caching.messages import CacheAnswered
 from actors.caching.session_side import CachedCalls
 from actors.downstream.calls import (
     BACK, FORWARDED, IDEMPOTENT_METHODS, LOCAL, LOOKUP, RETRY_WAIT, SETTLING, CallDone, CallNotice, CallTable,
-    Progressed, ServerBack, Settled, progress_notice, wait_for_server,
+    Progressed, ServerBack, Settled, progress_notice, wait_for_server, withdrawn,
 )
 from actors.downstream.batches import serve_batch
 from actors.downstream.client_requests import AnswerOverdue, ClientRequests
@@ -292,8 +292,11 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         """The client cancelled request `rid`: it gets no answer, its work stops (a forwarded call
         is cancelled upstream; a retry, lookup or wait is never sent), nothing is retried for it."""
         call = self.calls.withdraw(rid, reason)
-        if call is not None and call.phase == FORWARDED and call.ref is not None:
+        if call is None:
+            return
+        if call.phase == FORWARDED and call.ref is not None:
             _tell(call.ref, CancelForward(self.actor_ref, call.token, reason))
+        withdrawn(call)
 
     def _request(self, msg: dict, sink, principal: str) -> None:
         rid, method = msg["id"], msg["method"]

@@ -319,8 +319,14 @@ class ModernFront:
         key = client.name if client is not None else None
         ref = self._sessions.get(key)
         if ref is None:
-            ref = self._sessions[key] = Session.start(self.rt, notify=None, client=client,
+            born: list = []  # the new ref, for its failure hook: a failed Session's calls are answered at once
+
+            def failed(why: str) -> None:  # the failed Session's greenlet: hand over, never take the lock here
+                if born:
+                    gevent.spawn(self._session_died, born[0])
+            ref = self._sessions[key] = Session.start(self.rt, notify=None, client=client, on_failed=failed,
                                                       key=f"http-modern-{next(self._generations)}")
+            born.append(ref)
         return ref
 
     def _forget(self, call: _Call) -> None:

@@ -32,7 +32,7 @@ class HttpSession:
     Only its SessionTable changes `waiting`, `stream`, `last_seen` and `closed`, under the table's lock.
     """
 
-    def __init__(self, runtime, legacy: bool, tag: str | None = None, client=None):
+    def __init__(self, runtime, legacy: bool, tag: str | None = None, client=None, on_failed=None):
         # In a cluster the id names its owner (`<tag>.<random>`) so any instance, or a load
         # balancer, can find it; token_urlsafe has no dot, so the first dot ends the tag.
         self.id = f"{tag}.{secrets.token_urlsafe(24)}" if tag else secrets.token_urlsafe(24)
@@ -42,7 +42,10 @@ class HttpSession:
         self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
         self.closed = False
         self.client = client.name if client is not None else None  # its requests must come from it
-        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[-8:]}", client=client)
+        # A Session that fails answers the calls it holds; `on_failed(self, why)` then ends this
+        # session at once (its open POSTs answered, its stream closed), never at a timeout.
+        self.ref = Session.start(runtime, notify=self.notify, key=f"http-{self.id[-8:]}", client=client,
+                                 on_failed=(lambda why: on_failed(self, why)) if on_failed is not None else None)
 
     @property
     def busy(self) -> bool:
@@ -112,7 +115,7 @@ class SessionTable:
                              self.max_sessions)
                 self._drop(victim, "closed to make room for a new session (serve.max_sessions)")
             # Started under the lock (a short yield) so that two initializes cannot both pass the cap.
-            hs = HttpSession(self.rt, legacy, tag, client)
+            hs = HttpSession(self.rt, legacy, tag, client, on_failed=self._failed)
             self._sessions[hs.id] = hs
             replies = None if legacy else self._expect(hs, rid)
             return hs, replies
@@ -159,6 +162,12 @@ class SessionTable:
             if hs.stream is stream:
                 hs.stream = None
             self._touch(hs)
+
+    def _failed(self, hs: HttpSession, why: str) -> None:
+        """Its Session actor failed (told from that actor's greenlet, which must not wait on this
+        table's lock): the session ends in a greenlet of its own."""
+        logger.error("http: session {} ended: {}", hs.id[-8:], why)
+        gevent.spawn(self.gone, hs, why)
 
     def gone(self, hs: HttpSession, reason: str) -> None:
         """Its Session actor died (a tell failed): forget the session, answer what waits on it."""

@@ -10,6 +10,7 @@ from loguru import logger
 from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc, modern
 from actors.downstream.session import Session
+from actors.tells import tell
 from actors.transports.pipe_writer import PipeWriter
 
 MAX_LINE = 16 * 1024 * 1024
@@ -36,7 +37,7 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
         first = inp.readline(MAX_LINE + 1)
     runtime.set_upstream_capabilities(_capabilities_of(first))
     runtime.start()
-    session = Session.start(runtime, notify=sink, key="stdio")
+    client = StdioClient(runtime, sink)
     pending = [first] if first is not None else []
     try:
         while True:
@@ -56,17 +57,79 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             except ValueError as exc:
                 sink(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
                 continue
-            session.tell(ClientMessage(message, sink))
+            client.send(message)
     finally:
         logger.info("stdin closed: client gone")
-        try:
-            session.tell(ClientGone())
-        except Exception:
-            pass
+        client.close()
         out.flush(timeout=STDOUT_FLUSH_WAIT)
         out.close()
         inp.close()
         os.close(out_fd)
+
+
+class StdioClient:
+    """The stdio client's one Session, and a fresh one if it fails: the front then answers every
+    request the failed Session still held (those queued in its mailbox die with it), logs the
+    failure and replays the client's handshake (initialize, initialized, its log level) into the
+    new Session, so that it serves on with the same negotiated capabilities. troupe never exits
+    because a Session failed.
+
+    Used from the stdin reader's greenlet, and from a greenlet of its own when a Session reports
+    its failure (`on_failed`); `generation` tells a stale report from the current one.
+    """
+
+    REPLAYED = ("initialize", "notifications/initialized", "logging/setLevel")
+
+    def __init__(self, runtime, sink) -> None:
+        self.rt, self._client_sink = runtime, sink
+        self.open: set = set()  # ids of the client's requests not answered yet
+        self.handshake: dict[str, dict] = {}  # method → the client's last message of it (REPLAYED)
+        self.generation = 0
+        self.session = self._start()
+
+    def _start(self):
+        generation = self.generation
+
+        def failed(why: str) -> None:  # the failed Session's greenlet: hand over, never block it
+            gevent.spawn(self._replace, generation, why)
+        return Session.start(self.rt, notify=self.sink, key="stdio", on_failed=failed)
+
+    def sink(self, message) -> None:
+        """What the Session sends the client: an answer closes its request (any greenlet)."""
+        for item in message if isinstance(message, list) else (message,):
+            if isinstance(item, dict) and "method" not in item:
+                self.open.discard(item.get("id"))
+        self._client_sink(message)
+
+    def send(self, message) -> None:
+        for item in message if isinstance(message, list) else (message,):
+            if isinstance(item, dict) and isinstance(item.get("method"), str):
+                if item["method"] in self.REPLAYED:
+                    self.handshake[item["method"]] = item
+                rid = item.get("id")
+                if isinstance(rid, (str, int)) and not isinstance(rid, bool):
+                    self.open.add(rid)
+        if not tell(self.session, ClientMessage(message, self.sink)):
+            self._replace(self.generation, "its session had stopped")
+            tell(self.session, ClientMessage(message, self.sink))
+
+    def _replace(self, generation: int, why: str) -> None:
+        if generation != self.generation:
+            return  # replaced already
+        self.generation += 1
+        logger.error("stdio: {}; every open request answered, serving on with a fresh session", why)
+        for rid in list(self.open):
+            self.sink(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"{why}: send the request again"))
+        self.session = self._start()
+        for message in self.handshake.values():
+            tell(self.session, ClientMessage(message, _ignore))  # negotiated again; the client heard it once
+
+    def close(self) -> None:
+        tell(self.session, ClientGone())
+
+
+def _ignore(message) -> None:
+    pass
 
 
 def _capabilities_of(line: bytes | None) -> dict:
