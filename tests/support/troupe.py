@@ -35,9 +35,9 @@ def write_config(tmp_path: Path, servers: list[dict], **serve) -> Path:
 class Troupe:
     """troupe over stdio: every line it writes is kept, in order, for later validation."""
 
-    def __init__(self, config: Path, *extra_args: str, env: dict | None = None):
+    def __init__(self, config: Path, *extra_args: str, env: dict | None = None, module: str = "actors.main"):
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "actors.main", "--config", str(config), *extra_args],
+            [PYTHON, "-m", module, "--config", str(config), *extra_args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
             env={**os.environ, **(env or {})})
         self.sent: list[Any] = []
@@ -167,9 +167,10 @@ def monotonic() -> float:
 class TroupeHttp:
     """troupe with --transport http --port 0; the URL is read from its announcement line."""
 
-    def __init__(self, config: Path, *extra_args: str, env: dict | None = None, timeout: float = 30.0):
+    def __init__(self, config: Path, *extra_args: str, env: dict | None = None, timeout: float = 30.0,
+                 module: str = "actors.main"):
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "actors.main", "--config", str(config), "--transport", "http", "--port", "0", *extra_args],
+            [PYTHON, "-m", module, "--config", str(config), "--transport", "http", "--port", "0", *extra_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
             env={**os.environ, **(env or {})})
         self.stderr: list[str] = []
