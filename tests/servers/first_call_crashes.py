@@ -9,7 +9,7 @@ import argparse
 import os
 from pathlib import Path
 
-from tests.servers._mini import MiniServer
+from tests.servers._mini import MiniServer, log
 
 EMPTY = {"type": "object", "properties": {}}
 
@@ -38,6 +38,7 @@ class FirstCallCrashes(MiniServer):
         if method == "resources/list":
             self.reply(msg["id"], {"resources": [{"uri": "flaky://doc", "name": "doc"}]})
         elif method == "resources/read":
+            log(f"first-call-crashes: read {(msg.get('params') or {}).get('uri')}")  # each read counted by tests
             self._crash_once("read")
             self.reply(msg["id"], {"contents": [{"uri": "flaky://doc", "text": "the doc"}]})
         else:
