@@ -109,6 +109,7 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         self._release_rounds("the client went away")
         self._cancel_all("client disconnected")
         self.rt.set_log_level(self.actor_ref, None)
+        self.rt.client_left(self.actor_ref)  # its own upstreams (share: per_client) stop with it
         self.subscriptions.close()
         self.listens.close()  # each stream answered: it ended with its client
 
@@ -301,7 +302,9 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
             if continued is None:
                 return
             params = continued
-        ref, status = self.rt.connection_or_status(server)
+        # share: per_client servers: this client's own upstream (an anonymous stateless caller has none)
+        ref, status = self.rt.connection_or_status(server, self.actor_ref,
+                                                   self.client_name is None and isinstance(sink, modern.ModernSink))
         if ref is None:
             sink(shape(rid, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server)))
             return

@@ -85,7 +85,7 @@ def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_live
     session, answers = _session(runtime)
     dead = runtime.connection("echo")
     dead.stop()  # the supervisor may not have heard yet: the session still finds this ref
-    monkeypatch.setattr(runtime, "connection_or_status", lambda server: (dead, ""))
+    monkeypatch.setattr(runtime, "connection_or_status", lambda server, *_: (dead, ""))
     session.tell(Retry(3, "echo", "resources/read", {"uri": "x:y"}, answers.append, passthrough(), None))
     wait_until(lambda: answers, 5, message="an answer for the retry")
     assert answers[0]["id"] == 3 and "went away" in answers[0]["error"]["message"]
