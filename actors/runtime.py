@@ -24,6 +24,7 @@ from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
 from actors.tells import tell as _tell
 from actors.redact import redact_url
+from actors.supervision import client_route
 from actors.supervision.directory import DirectoryBox
 from actors.messages import SetUrl
 from actors.supervision.states import ServerState
@@ -173,19 +174,16 @@ class Runtime:
         view = self.servers.current.get(server)
         return view.ref if view is not None and view.callable else None
 
-    def connection_or_status(self, server: str) -> tuple[pykka.ActorRef | None, str]:
-        """The live connection, or why there is none (so callers fail at once, naming it)."""
-        view = self.servers.current.get(server)
-        if view is None:
-            return None, f"server {server} is not configured"
-        if view.callable:
-            return view.ref, ""
-        detail = f": {view.reason}" if view.reason else ""
-        if view.state == ServerState.BACKOFF:
-            return None, f"server {server} is restarting (backoff){detail}"
-        if view.state == ServerState.FAILED:
-            return None, f"server {server} has failed{detail}"
-        return None, f"server {server} is {view.state}{detail}"
+    def connection_or_status(self, server: str, client=None, anonymous: bool = False) -> tuple[Any, str]:
+        """The live connection, or why there is none (so callers fail at once, naming it). `client`:
+        the calling Session's ref; a `share: per_client` server answers with that client's own
+        upstream (a ClientRoute while it starts); `anonymous`: a stateless caller naming no client."""
+        return client_route.resolve(self.servers.current, self.supervisor, server, client, anonymous)
+
+    def client_left(self, session) -> None:
+        """A Session stops: the Supervisor stops its client's own upstreams (share: per_client)."""
+        if self.supervisor is not None:
+            _tell(self.supervisor, client_route.ClientLeft(session.actor_urn))
 
     def server_timeout(self, server: str) -> float:
         """The server's per-request timeout (its config's), or the default for an unknown one."""

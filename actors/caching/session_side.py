@@ -13,6 +13,7 @@ from actors.caching.messages import CacheAnswered, LookedUp, LookUp, Store
 from actors.downstream.calls import IDEMPOTENT_METHODS, LOOKUP
 from actors.protocol import modern
 from actors.tells import tell
+from actors.settings.model import SHARE_PER_CLIENT
 
 if TYPE_CHECKING:
     from actors.catalogue import views
@@ -56,8 +57,10 @@ class CachedCalls:
         view = self.rt.servers.current.get(server)
         auth = view.config.auth if view is not None else None
         per_client = bool(auth is not None and auth.per_client)
-        return keys.audience(self.profile.name if self.profile is not None else None,
-                             self.client_name if per_client else None)
+        profile = self.profile.name if self.profile is not None else None
+        if view is not None and view.config.share == SHARE_PER_CLIENT:  # each client's own upstream answers it
+            return keys.audience(profile, "session:" + self.actor_ref.actor_urn)
+        return keys.audience(profile, self.client_name if per_client else None)
 
     def tool_plan(self, server: str, tool: str, definition, arguments: dict) -> Plan | None:
         """The plan of a tools/call of `tool` (the server's own name), or None: not cached."""

@@ -226,7 +226,7 @@ class InputRounds:
         params["inputResponses"] = rounds.answers
         if rounds.upstream_state is not None:
             params["requestState"] = rounds.upstream_state
-        ref, status = self.rt.connection_or_status(call.server)
+        ref, status = self.rt.connection_or_status(call.server, self.actor_ref)  # per_client: its own upstream
         me, token = self.actor_ref, call.token
 
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else

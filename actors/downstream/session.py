@@ -132,6 +132,7 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
                      lambda: self._release_rounds(to_servers),
                      lambda: self._cancel_all(to_calls),
                      lambda: self.rt.set_log_level(self.actor_ref, None),
+                     lambda: self.rt.client_left(self.actor_ref),  # its own upstreams (share: per_client) stop with it
                      self.subscriptions.close,
                      self.listens.close):  # each listen stream answered: it ended with its client
             try:
@@ -411,7 +412,9 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
     def _send(self, call) -> None:
         """Send `call` to its server's Connection now (answered at once when there is none)."""
         server, token, me = call.server, call.token, self.actor_ref
-        ref, status = self.rt.connection_or_status(server)
+        # share: per_client servers: this client's own upstream (an anonymous stateless caller has none)
+        ref, status = self.rt.connection_or_status(server, me, self.client_name is None and
+                                                   isinstance(call.sink, modern.ModernSink))
         if ref is None:
             self._answer(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server))
             return

@@ -24,6 +24,8 @@ from actors.settings.model import (
     MODES,
     SERVE_TRANSPORTS,
     SERVER_NAME,
+    SHARE_ALL,
+    SHARES,
     TRANSPORT_TYPES,
     Config,
     HttpSpec,
@@ -164,7 +166,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin", "placement", "auth", "cache"}, path)
+                              "pin", "placement", "auth", "cache", "share"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -218,7 +220,15 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         pin=check.typed(item, "pin", path, bool, True),
         placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail),
         auth=_auth(item, kind, path, check),
-        cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail))
+        cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail),
+        share=_share(check.typed(item, "share", path, str, SHARE_ALL), path, check))
+
+
+def _share(value: str | None, path: str, check: _Checker) -> str:
+    """`share: all` (one upstream for everyone) or `share: per_client` (each client its own)."""
+    if value is not None and value not in SHARES:
+        check.fail(f"{path}.share", f"{value!r} is not one of {', '.join(SHARES)}")
+    return value if value in SHARES else SHARE_ALL
 
 
 def _auth(item: Mapping, kind: str, path: str, check: _Checker):

@@ -15,6 +15,9 @@ TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
 SERVE_TRANSPORTS = ("stdio", "http")
 MODES = ("meta", "flat")
 DEFAULT_TIMEOUT = 30.0  # seconds per request to a server, unless its config says otherwise
+# A server's `share:`: one upstream for every client, or each downstream client its own.
+SHARE_ALL, SHARE_PER_CLIENT = "all", "per_client"
+SHARES = (SHARE_ALL, SHARE_PER_CLIENT)
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # HTTP front limits (serve.*): what one troupe holds open for its downstream clients.
@@ -90,6 +93,7 @@ class ServerConfig:
     placement: str | None = None  # in a cluster: single | replicated; None = by transport (stdio: single)
     auth: UpstreamAuth | None = None  # an HTTP server's OAuth settings (actors/settings/upstream_auth.py)
     cache: ServerCache | None = None  # which of its answers troupe caches (actors/settings/cache_section.py)
+    share: str = SHARE_ALL  # all: one upstream for everyone; per_client: each client its own (supervision/per_client)
 
     @property
     def effective_prefix(self) -> str:

@@ -31,10 +31,12 @@ class ServerView:
 
 @dataclass(frozen=True, slots=True)
 class Directory:
-    """Every server, by name; replaced whole by the Supervisor after each change."""
+    """Every server, by name, and every client's own upstream of a `share: per_client` server,
+    by (server, the client Session's actor_urn); replaced whole by the Supervisor after each change."""
 
     version: int = 0
     servers: Mapping[str, ServerView] = field(default_factory=lambda: MappingProxyType({}))
+    clients: Mapping[tuple[str, str], ServerView] = field(default_factory=lambda: MappingProxyType({}))
 
     def get(self, name: str | None) -> ServerView | None:
         return self.servers.get(name) if name is not None else None

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 from types import MappingProxyType
-from typing import Iterable
+from typing import Callable, Iterable
 
 from actors import __version__
 from actors.messages import LaunchFacts, StatusReport
+from actors.settings.model import SHARE_PER_CLIENT
 from actors.supervision.child import Child
 from actors.supervision.states import ServerState
 from actors.trust import provenance as trust
@@ -34,11 +35,17 @@ def server_status(child: Child) -> dict:
            "prompts": prompts if child.callable else 0,
            "pid": None, "url": config.shown_url,
            "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
-           "server_info": child.server_info, "era": child.known_era()}
+           "server_info": child.server_info, "era": child.known_era(), "share": config.share}
     if child.callable and child.endpoint:
         out["pid"] = child.endpoint.get("pid")
     out.update(child.retired.to_json())
     return out
+
+
+def _with_clients(entry: dict, child: Child, per_client) -> dict:
+    if per_client is not None and child.config.share == SHARE_PER_CLIENT:
+        entry["per_client"] = per_client(child.config.name)
+    return entry
 
 
 def launch_facts(child: Child, verdict: str) -> LaunchFacts:
@@ -48,10 +55,13 @@ def launch_facts(child: Child, verdict: str) -> LaunchFacts:
                        trust.shown_launch(config), config.origin_file)
 
 
-def status_report(children: Iterable[Child], *, started_at: float, url: str | None, mode: str) -> StatusReport:
-    """Every server in start order; `ready` once each first start attempt has ended."""
+def status_report(children: Iterable[Child], *, started_at: float, url: str | None, mode: str,
+                  per_client: Callable[[str], dict] | None = None) -> StatusReport:
+    """Every server in start order; `ready` once each first start attempt has ended. A `share:
+    per_client` server's entry has `per_client` (per_client(name): its clients' own upstreams)."""
     children = tuple(children)
     return StatusReport(ready=all(c.settled for c in children), uptime_s=time.time() - started_at,
                         started_at=started_at, url=url, mode=mode,
-                        servers=tuple(server_status(c) for c in children), version=__version__,
+                        servers=tuple(_with_clients(server_status(c), c, per_client) for c in children),
+                        version=__version__,
                         retired=MappingProxyType({c.config.name: c.retired for c in children}))

@@ -1,6 +1,7 @@
 """Supervisor actor: starts one Connection per server, restarts with backoff, reports status."""
 from __future__ import annotations
 
+import functools
 import time
 from types import MappingProxyType
 
@@ -20,6 +21,7 @@ from actors.protocol import mcp
 from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
+from actors.supervision.per_client import ClientUpstreams, OwnerBus, route_to_owner
 from actors.supervision.directory import Directory, DirectoryBox
 from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
@@ -43,6 +45,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     changed), SetUrl, TrustChanged, DescribeLaunch (reply: LaunchFacts), SetSessionLogLevel, SignedIn and
     SignInRequired (OAuth, from the AuthKeeper: signin.py), and in a cluster JoinedCluster and LeaseChanged (a `single`
     server runs here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
+    For a `share: per_client` server it also owns each client's own Connection (per_client.py):
+    receives ForClient (a call for one), ClientLeft (a Session stopped), ClientRestartDue and SweepClients.
     Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
     circuit on a crash loop, and after every change publishes an immutable Directory into its box:
     sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
@@ -71,6 +75,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         self.placement = placement or Placement(clustered=False)  # where each server runs, in a cluster
         self._keeper: pykka.ActorRef | None = None  # the lease keeper, once the cluster is joined
         self._relays: set[str] = set()  # servers whose live Connection relays to their owner
+        self.clients = ClientUpstreams(self.actor_ref, self._connect_for_client)  # share: per_client upstreams
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -81,7 +86,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         self._publish()
 
     def on_stop(self) -> None:
-        futures = []
+        futures = self.clients.stop_all()
         for child in reversed(list(self.children.values())):  # reverse of start order
             child.cancel_timer()
             if child.ref is not None:
@@ -102,11 +107,14 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
 
     def _publish(self) -> None:
         """A new Directory after each change: readers never see a Child record."""
-        views = {name: c.view() for name, c in self.children.items()}
-        if views != dict(self.directory.current.servers):
-            self.directory.current = Directory(self.directory.current.version + 1, MappingProxyType(views))
+        views, clients, now = {name: c.view() for name, c in self.children.items()}, self.clients.views(), \
+            self.directory.current
+        if views != dict(now.servers) or clients != now.clients:
+            self.directory.current = Directory(now.version + 1, MappingProxyType(views), clients)
 
     def _dispatch(self, message) -> None:
+        if self.clients.receive(message, self.children.get, lambda child: self._verdict(child) == trust.ALLOWED):
+            return  # a client's own upstream's (share: per_client)
         match message:
             case SetSessionLogLevel(session=session, level=level):
                 self._session_log_level(session, level)
@@ -239,12 +247,22 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         child.generation += 1
         self._set_state(child, ServerState.STARTING, f"relaying to {self.placement.owner(child.config.name)}"
                         if relay else "connecting")
-        child.ref = Connection.start(config, child.generation, self.actor_ref, self.registry,
-                                     transport_factory=self.transport_factory,
-                                     client_capabilities=self.client_capabilities, bus=self.bus,
-                                     route_server_request=self.route_server_request, log_level=self.log_level,
-                                     hung_after=child.policy.hung_after,
-                                     era=MODERN if relay else self.placement.era(child))
+        child.ref = self._connect(config, child, MODERN if relay else self.placement.era(child),
+                                  self.route_server_request, self.registry, self.bus)
+
+    def _connect(self, config: ServerConfig, child: Child, era, route, registry, bus) -> pykka.ActorRef:
+        return Connection.start(config, child.generation, self.actor_ref, registry,
+                                transport_factory=self.transport_factory, client_capabilities=self.client_capabilities,
+                                bus=bus, route_server_request=route, log_level=self.log_level,
+                                hung_after=child.policy.hung_after, era=era)
+
+    def _connect_for_client(self, child: Child, owner) -> pykka.ActorRef:
+        """A client's own upstream: here even in a cluster (its client is here), listing nothing into
+        the catalogue; every request, log line and resource update it sends goes to its one client."""
+        route = functools.partial(route_to_owner, self.route_server_request, owner) \
+            if self.route_server_request is not None else None
+        return self._connect(child.config, child, self.placement.era(self.children[child.config.name]), route, None,
+                             OwnerBus(owner))
 
     def _session_log_level(self, session, level: str | None) -> None:
         """Upstreams log at the most verbose level any session asked for; each session filters."""
@@ -259,6 +277,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         for child in self.children.values():
             if child.callable:
                 _tell(child.ref, SetLogLevel(wanted))
+        self.clients.set_log_level(wanted)
 
     def _stop_child(self, child: Child, reason: str, state: ServerState = ServerState.STOPPED,
                     forget: bool = False) -> None:
@@ -267,6 +286,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         if child.ref is not None:
             child.ref.stop(block=False)
             child.ref = None
+        self.clients.server_stopped(child.config.name, reason)
         if forget:
             self.registry.tell(DropServer(child.config.name))
         self._set_state(child, state, reason)
@@ -393,4 +413,5 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     # ---------------------------------------------------------------- status
 
     def status(self) -> StatusReport:
-        return status_report(self.children.values(), started_at=self.started_at, url=self.url, mode=self.mode)
+        return status_report(self.children.values(), started_at=self.started_at, url=self.url, mode=self.mode,
+                             per_client=self.clients.summary)

@@ -55,14 +55,15 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
 
     Receives Forward (answered through its on_reply), CancelForward, AnswerServer, SetLogLevel
     and NotifyUpstream; from its own greenlets Inbound, TransportClosed, RequestTimedOut and
-    QueuedTimedOut. Sends PublishServer to the Registry; ConnectionReady, ConnectionCounts,
+    QueuedTimedOut. Sends PublishServer to the Registry (a client's own upstream has none and lists
+    nothing into the catalogue); ConnectionReady, ConnectionCounts,
     ConnectionDegraded and ConnectionFailed to the Supervisor; ServerRequest (through the
     router) and ServerRequestCancelled to the calling Session; ServerLogged and
     ResourceUpdated to the bus.
     """
 
     def __init__(self, config: ServerConfig, generation: int, supervisor: pykka.ActorRef,
-                 registry: pykka.ActorRef, *,
+                 registry: pykka.ActorRef | None, *,
                  transport_factory: Callable[..., Transport] = make_transport, client_capabilities: dict | None = None,
                  bus=None, route_server_request=None, log_level: str | None = None,
                  hung_after: int = HUNG_AFTER_TIMEOUTS, era: str | None = None) -> None:
@@ -167,11 +168,12 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             return
         if self.era == MODERN:
             lists = self._modern_lists(lists)
-        self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
-                                         lists.get("tools", ()), lists.get("resources", ()),
-                                         lists.get("templates", ()), lists.get("prompts", ()),
-                                         self.capabilities, trust_identity(self.config), self.config.pin,
-                                         self.instructions))
+        if self.registry is not None:  # None: a client's own upstream (share: per_client) lists nothing
+            self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
+                                             lists.get("tools", ()), lists.get("resources", ()),
+                                             lists.get("templates", ()), lists.get("prompts", ()),
+                                             self.capabilities, trust_identity(self.config), self.config.pin,
+                                             self.instructions))
         counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
         if not self._ready:
             self._ready = True

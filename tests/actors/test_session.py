@@ -83,7 +83,7 @@ def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_live
     session, answers = _session(runtime)
     dead = runtime.connection("echo")
     dead.stop()  # the supervisor may not have heard yet: the session still finds this ref
-    monkeypatch.setattr(runtime, "connection_or_status", lambda server: (dead, ""))
+    monkeypatch.setattr(runtime, "connection_or_status", lambda server, *_: (dead, ""))
     monkeypatch.setattr(runtime, "connection", lambda server: object())  # "back" at once, for the retry's wait
     monkeypatch.setattr(Session, "_resource_owner", lambda self, uri: ("echo", uri))
     # an idempotent read: sent, its link lost, waited for in the call table, sent once more: lost again

@@ -37,7 +37,7 @@ def asker_http(tmp_path_factory):
 @pytest.fixture
 def troupe(tmp_path, asker_http):
     config = write_config(tmp_path, [
-        server("asker", "tests.servers.asker", pin=False),
+        server("asker", "tests.servers.question_asker", pin=False),
         {"name": "askerh", "pin": False,
          "transport": {"type": "streamable-http", "streamable_http": {"url": asker_http}}}],
         mode="flat", clients=[{"name": "alice", "token": TOKENS["alice"], "profile": "all"},

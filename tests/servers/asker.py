@@ -1,80 +1,70 @@
-"""A stdio server whose `ask` tool asks its client a question (elicitation/create) in the middle
-of the call, and whose `slow` tool only takes its time: the routing of a server's question to
-the right client, or to nobody, is tested with them.
+"""A stdio server that says which process it is and asks its client questions (share: per_client tests).
 
-`ask {tag, delay}` waits `delay` seconds, asks "question <tag>", and answers with what the client
-said (or with the error troupe gave instead of asking). `slow {seconds}` sleeps, then says so.
+Tools: whoami (its pid), ask (an elicitation/create naming its pid, answered in the result), slow
+(sleeps `seconds`, then its pid), ask_later (asks `delay` seconds after answering, outside any
+call), answers (what the later questions got), crash (exits at once). `--start-delay S` sleeps
+before it reads anything, so a first call has to wait for the start.
 """
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import time
 
 from tests.servers._mini import MiniServer
 
-ANSWER_WAIT_S = 30.0
+ANSWER_WAIT = 30.0
 
 
-class AskerServer(MiniServer):
-    """MiniServer with requests of its own to the client, and their answers routed back."""
-
+class Asker(MiniServer):
     def __init__(self) -> None:
         super().__init__("asker")
         self._ids = itertools.count(1)
         self._waiting: dict[str, tuple[threading.Event, list]] = {}
-        self._book = threading.Lock()
+        self.later: list[str] = []
+        pid = os.getpid()
+        self.add_tool("whoami", None, lambda args: str(pid))
+        self.add_tool("ask", None, lambda args: f"{pid} got {self.elicit(f'question from {pid}')}")
+        self.add_tool("slow", {"type": "object", "properties": {"seconds": {"type": "number"}}},
+                      lambda args: (time.sleep(float(args.get("seconds", 1))), str(pid))[1])
+        self.add_tool("ask_later", {"type": "object", "properties": {"delay": {"type": "number"}}}, self._ask_later)
+        self.add_tool("answers", None, lambda args: "|".join(self.later))
+        self.add_tool("crash", None, lambda args: os._exit(3))
 
-    def ask_client(self, method: str, params: dict) -> dict:
-        rid = f"asker-{next(self._ids)}"
+    def elicit(self, message: str) -> str:
+        """Ask the client; the action and content it answered (or its error)."""
+        rid = f"ask-{next(self._ids)}"
         done, box = threading.Event(), []
-        with self._book:
-            self._waiting[rid] = (done, box)
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        if not done.wait(ANSWER_WAIT_S):
-            return {"error": {"code": -1, "message": "no answer"}}
-        return box[0]
+        self._waiting[rid] = (done, box)
+        self.send({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+            "message": message, "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}}}})
+        if not done.wait(ANSWER_WAIT):
+            return "no answer"
+        reply = box[0]
+        if "error" in reply:
+            return f"error {reply['error'].get('message')}"
+        result = reply.get("result") or {}
+        return f"{result.get('action')} {(result.get('content') or {}).get('answer')}"
+
+    def _ask_later(self, args: dict) -> str:
+        def later() -> None:
+            time.sleep(float(args.get("delay", 0.3)))
+            self.later.append(self.elicit(f"later question from {os.getpid()}"))
+        threading.Thread(target=later, daemon=True).start()
+        return "scheduled"
 
     def handle(self, msg) -> None:
-        if isinstance(msg, dict) and "method" not in msg and isinstance(msg.get("id"), str):
-            with self._book:
-                entry = self._waiting.pop(msg["id"], None)
-            if entry is not None:
-                entry[1].append(msg)
-                entry[0].set()
+        if isinstance(msg, dict) and "method" not in msg and msg.get("id") in self._waiting:
+            done, box = self._waiting.pop(msg["id"])
+            box.append(msg)
+            done.set()
             return
         super().handle(msg)
 
 
-server = AskerServer()
-
-
-@server.tool(schema={"type": "object", "properties": {"tag": {"type": "string"}, "delay": {"type": "number"}}})
-def ask(args: dict) -> str:
-    """Ask the client a question in the middle of this call; answer with what it said."""
-    time.sleep(float(args.get("delay", 0)))
-    reply = server.ask_client("elicitation/create", {
-        "message": f"question {args.get('tag', '')}",
-        "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}}})
-    if "error" in reply:
-        return f"refused: {reply['error'].get('message')}"
-    content = (reply.get("result") or {}).get("content") or {}
-    return f"answer: {content.get('answer')}"
-
-
-@server.tool(schema={"type": "object", "properties": {"seconds": {"type": "number"}}})
-def slow(args: dict) -> str:
-    """Take `seconds`, then say so."""
-    time.sleep(float(args.get("seconds", 1)))
-    return "slow done"
-
-
-@server.tool()
-def pid(args: dict) -> str:
-    """This process's id."""
-    return str(os.getpid())
-
-
 if __name__ == "__main__":
-    server.run()
+    if "--start-delay" in sys.argv:
+        time.sleep(float(sys.argv[sys.argv.index("--start-delay") + 1]))
+    Asker().run()
