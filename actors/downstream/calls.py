@@ -235,10 +235,11 @@ def withdrawn(call: Call) -> None:
         hook(call.rid)
 
 
-def wait_for_server(rt, server: str, dead_ref, report: Callable[[], Any]) -> None:
-    """A BACK call's work: poll (bounded by the call's deadline, which kills it) for a live
-    Connection of `server` other than `dead_ref`, then `report()` (a guarded tell)."""
-    while rt.connection(server) in (None, dead_ref):
+def wait_for_server(connection: Callable[[], Any], dead_ref, report: Callable[[], Any]) -> None:
+    """A BACK call's work: poll (bounded by the call's deadline, which kills it) until
+    `connection()` (the call's server, for its client) is live and not `dead_ref`, then
+    `report()` (a guarded tell)."""
+    while connection() in (None, dead_ref):
         gevent.sleep(0.05)
     report()
 

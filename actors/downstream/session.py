@@ -412,9 +412,7 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
     def _send(self, call) -> None:
         """Send `call` to its server's Connection now (answered at once when there is none)."""
         server, token, me = call.server, call.token, self.actor_ref
-        # share: per_client servers: this client's own upstream (an anonymous stateless caller has none)
-        ref, status = self.rt.connection_or_status(server, me, self.client_name is None and
-                                                   isinstance(call.sink, modern.ModernSink))
+        ref, status = self._connection(server, call.sink)
         if ref is None:
             self._answer(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server))
             return
@@ -433,6 +431,13 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
                                   log_level=self._relayed_log_level(sink), client=self.client_name)):
             self._settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
                                               server=server, link_lost=True))
+
+    def _connection(self, server: str, sink) -> tuple:
+        """(the Connection a call of this client to `server` goes to, or None; why not). For a
+        `share: per_client` server it is this client's own upstream (an anonymous stateless caller
+        has none). Reads published snapshots only: any greenlet may ask."""
+        return self.rt.connection_or_status(server, self.actor_ref,
+                                            self.client_name is None and isinstance(sink, modern.ModernSink))
 
     def _settle(self, token: int, outcome) -> None:
         """A Connection's answer to call `token`: its one answer, or its next input round, or (its
@@ -458,7 +463,9 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         dead, me, token = call.ref, self.actor_ref, call.token
         call.phase, call.ref, call.failure, call.retry = BACK, None, failure, False
         self.calls.rearm(call, RETRY_WAIT)
-        call.work = gevent.spawn(wait_for_server, self.rt, call.server, dead, lambda: _tell(me, ServerBack(token)))
+        server, sink = call.server, call.sink
+        call.work = gevent.spawn(wait_for_server, lambda: self._connection(server, sink)[0], dead,
+                                 lambda: _tell(me, ServerBack(token)))
 
     def _server_back(self, token: int) -> None:
         call = self.calls.current(token)

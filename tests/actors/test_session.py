@@ -83,8 +83,14 @@ def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_live
     session, answers = _session(runtime)
     dead = runtime.connection("echo")
     dead.stop()  # the supervisor may not have heard yet: the session still finds this ref
-    monkeypatch.setattr(runtime, "connection_or_status", lambda server, *_: (dead, ""))
-    monkeypatch.setattr(runtime, "connection", lambda server: object())  # "back" at once, for the retry's wait
+    successor = Session.start(runtime, key="stopped-too")  # a "new" connection that is no better
+    successor.stop()
+    looked_up: list = []
+
+    def connection_or_status(server, *_):  # the first lookup finds the dead one, the retry's the successor
+        looked_up.append(server)
+        return (dead if len(looked_up) == 1 else successor), ""
+    monkeypatch.setattr(runtime, "connection_or_status", connection_or_status)
     monkeypatch.setattr(Session, "_resource_owner", lambda self, uri: ("echo", uri))
     # an idempotent read: sent, its link lost, waited for in the call table, sent once more: lost again
     session.tell(ClientMessage({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "x:y"}},

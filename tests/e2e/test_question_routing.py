@@ -7,6 +7,8 @@ a stdio server and a FastMCP Streamable HTTP server that ask in the middle of `a
   asked, and her tool gets her answer, while bob's call to the same server is in flight.
 - Over stdio troupe cannot tell whose call asked while calls of both are in flight: the question
   is refused upstream and nobody is asked; with alice alone in flight, she is asked.
+- With `share: per_client` each client has its own stdio upstream: alice is always asked, and
+  only she.
 """
 from __future__ import annotations
 
@@ -38,12 +40,13 @@ def asker_http(tmp_path_factory):
 def troupe(tmp_path, asker_http):
     config = write_config(tmp_path, [
         server("asker", "tests.servers.question_asker", pin=False),
+        server("askerp", "tests.servers.question_asker", pin=False, share="per_client"),
         {"name": "askerh", "pin": False,
          "transport": {"type": "streamable-http", "streamable_http": {"url": asker_http}}}],
         mode="flat", clients=[{"name": "alice", "token": TOKENS["alice"], "profile": "all"},
                               {"name": "bob", "token": TOKENS["bob"], "profile": "slowpoke"}])
     data = yaml.safe_load(config.read_text())
-    data["profiles"] = {"all": {}, "slowpoke": {"tools": {"allow": ["asker__slow", "askerh__slow"]}}}
+    data["profiles"] = {"all": {}, "slowpoke": {"tools": {"allow": ["asker__slow", "askerh__slow", "askerp__slow"]}}}
     config.write_text(yaml.safe_dump(data))
     t = TroupeHttp(config, env={"TROUPE_CONFIG_DIR": str(tmp_path)})
     yield t
@@ -94,3 +97,11 @@ def test_over_stdio_a_question_troupe_cannot_attribute_is_refused_and_nobody_is_
     assert slow == "slow done"
     assert asked == []  # neither client was asked: bob's profile hides `ask`, and alice's call cannot be told apart
     assert both.startswith("refused:") and "cannot tell whose call asked" in both and "per_client" in both, both
+
+
+def test_with_share_per_client_each_clients_own_upstream_asks_that_client_only(troupe):
+    both, slow, asked = asyncio.run(asyncio.wait_for(
+        _alice_asks_while_bob_waits(troupe.url, "askerp", with_bob=True), 60))
+    assert slow == "slow done"
+    assert both == "answer: alice", both
+    assert [who for who, _ in asked] == ["alice"]
