@@ -4,24 +4,25 @@ the CacheKeeper with the Session's own deadline on it, and then either the cache
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import orjson
 
 from actors.caching import keys, policy
 from actors.caching.messages import CacheAnswered, LookedUp, LookUp, Store
 from actors.downstream.calls import IDEMPOTENT_METHODS, LOOKUP
+from actors.downstream.forwarder import DEADLINE_MARGIN
 from actors.protocol import modern
 from actors.tells import tell
 from actors.settings.model import SHARE_PER_CLIENT
 
 if TYPE_CHECKING:
-    from actors.catalogue import views
     from actors.downstream.calls import CallTable
-    from actors.runtime import Runtime
+    from actors.downstream.client_view import ClientView
+    from actors.downstream.context import SessionContext
+    from actors.downstream.forwarder import Forwarder
 
 LOOKUP_DEADLINE = 1.0  # seconds a Session waits for the cache before it forwards the call anyway
-FORWARD_MARGIN = 2.0  # once forwarded, the call's deadline: its server's timeout and this (as Session's own)
 META_KEY = "troupe/cache"  # in a cached result's _meta: {"hit": true, "age_s": …}
 
 
@@ -33,38 +34,30 @@ class Plan:
     ttl: float
 
 
-class CachedCalls:
-    """Mixed into Session: cacheable tools/call and resources/read go through the CacheKeeper
-    (`rt.cache`). A lookup under way is a call of the Session's own table in phase LOOKUP, with a
-    deadline, so a keeper that is slow, stopped or broken costs a call its cache, never its answer."""
+class CacheSide:
+    """A Session's cacheable tools/call and resources/read go through the CacheKeeper
+    (`ctx.cache`). A lookup under way is a call of the Session's own table in phase LOOKUP, with a
+    deadline, so a keeper that is slow, stopped or broken costs a call its cache, never its answer.
+    A plain object used only from its Session's greenlet, with explicit inputs: the context, the
+    Session's ref, its client's view (profile and name), its call table and its Forwarder."""
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-        profile: views.Profile | None
-        client_name: str | None
-        actor_ref: Any
-
-        calls: CallTable
-
-        def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
-                     retry: bool | None = None) -> None: ...
-        def _send(self, call) -> None: ...
-        def _answer(self, token: int, outcome, shaped: bool = False) -> None: ...
+    def __init__(self, ctx: SessionContext, me, view: ClientView, table: CallTable, forwarder: Forwarder) -> None:
+        self._ctx, self._me, self._view, self._table, self._fw = ctx, me, view, table, forwarder
 
     # ---------------------------------------------------------------- plans
 
     def _audience(self, server: str) -> str:
-        view = self.rt.servers.current.get(server)
+        view = self._ctx.servers().get(server)
         auth = view.config.auth if view is not None else None
         per_client = bool(auth is not None and auth.per_client)
-        profile = self.profile.name if self.profile is not None else None
+        profile = self._view.profile.name if self._view.profile is not None else None
         if view is not None and view.config.share == SHARE_PER_CLIENT:  # each client's own upstream answers it
-            return keys.audience(profile, "session:" + self.actor_ref.actor_urn)
-        return keys.audience(profile, self.client_name if per_client else None)
+            return keys.audience(profile, "session:" + self._me.actor_urn)
+        return keys.audience(profile, self._view.client_name if per_client else None)
 
     def tool_plan(self, server: str, tool: str, definition, arguments: dict) -> Plan | None:
         """The plan of a tools/call of `tool` (the server's own name), or None: not cached."""
-        view = self.rt.servers.current.get(server)
+        view = self._ctx.servers().get(server)
         ttl = policy.tool_ttl(view.config.cache if view is not None else None, tool, definition)
         if ttl is None:
             return None
@@ -72,7 +65,7 @@ class CachedCalls:
 
     def resource_plan(self, server: str, uri: str) -> Plan | None:
         """The plan of a resources/read of `uri` (the server's own), or None: not cached."""
-        view = self.rt.servers.current.get(server)
+        view = self._ctx.servers().get(server)
         ttl = policy.resource_ttl(view.config.cache if view is not None else None)
         if ttl is None:
             return None
@@ -80,29 +73,29 @@ class CachedCalls:
 
     # ---------------------------------------------------------------- the call
 
-    def _forward_cached(self, plan: Plan | None, rid, server: str, method: str, params: dict, sink, shape,
+    def forward(self, plan: Plan | None, rid, server: str, method: str, params: dict, sink, shape,
                         progress_token=None, retry: bool | None = None) -> None:
         """`_forward`, answered from the cache when `plan` finds an entry there. The lookup is a
         phase of the call in the Session's call table: a cancel withdraws it, and its deadline
         (LOOKUP_DEADLINE) sends the call on without the cache."""
-        cache = self.rt.cache
+        cache = self._ctx.cache
         if plan is None or cache is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):
             # not cacheable, or a modern client's next round of a call that asked for input
-            self._forward(rid, server, method, params, sink, shape, progress_token, retry)
+            self._fw.forward(rid, server, method, params, sink, shape, progress_token, retry)
             return
-        call = self.calls.open(rid, sink, shape, LOOKUP, LOOKUP_DEADLINE)
+        call = self._table.open(rid, sink, shape, LOOKUP, LOOKUP_DEADLINE)
         call.server, call.method, call.params, call.progress_token, call.plan = server, method, params, \
             progress_token, plan
         call.retry = method in IDEMPOTENT_METHODS if retry is None else retry
-        me, token = self.actor_ref, call.token
+        me, token = self._me, call.token
 
         def reply(found: LookedUp) -> None:  # runs in the keeper's (or a Redis reader's) greenlet
             tell(me, CacheAnswered(token, found))
         if not tell(cache, LookUp(plan.key, reply)):
-            self._cache_answered(CacheAnswered(token, None))  # no cache: forwarded at once
+            self.answered(CacheAnswered(token, None))  # no cache: forwarded at once
 
-    def _cache_answered(self, msg: CacheAnswered) -> None:
-        call = self.calls.current(msg.lookup)
+    def answered(self, msg: CacheAnswered) -> None:
+        call = self._table.current(msg.lookup)
         if call is None or call.phase != LOOKUP:
             return  # answered already (the deadline, then a late reply), or cancelled meanwhile
         found = msg.found
@@ -110,11 +103,11 @@ class CachedCalls:
             cached = orjson.loads(found.body)
             shape, age = call.shape, found.age_s
             call.shape = lambda rid, outcome: marked(shape(rid, outcome), age)
-            self._answer(call.token, cached)
+            self._fw.answer(call.token, cached)
             return
-        call.shape = storing(call.shape, call.plan, found.epoch if found is not None else None, self.rt.cache)
-        self.calls.rearm(call, self.rt.server_timeout(call.server) + FORWARD_MARGIN)
-        self._send(call)
+        call.shape = storing(call.shape, call.plan, found.epoch if found is not None else None, self._ctx.cache)
+        self._table.rearm(call, self._ctx.server_timeout(call.server) + DEADLINE_MARGIN)
+        self._fw.send(call)
 
 
 def storing(shape: Callable, plan: Plan, epoch: int | None, cache) -> Callable:

@@ -1,4 +1,4 @@
-"""Mixed into Session: who its client is (a serve.clients entry, or none) and the part of the
+"""A Session's client: who it is (a serve.clients entry, or none) and the part of the
 catalogue that client's profile shows. Every handler reads the catalogue through `catalogue()`,
 never the Runtime's whole one, so a tool, prompt or resource outside the profile is unknown to
 the client in lists, search, calls, reads and completion alike."""
@@ -8,25 +8,26 @@ import fnmatch
 from typing import TYPE_CHECKING, Any
 
 from actors.catalogue import views
+from actors.downstream import routing
 from actors.catalogue.snapshot import Catalogue
 from actors.workflows.tools import with_workflows
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from actors.downstream.context import SessionContext
 
 KINDS = ("tools", "resources", "prompts")
 
 
 class ClientView:
-    """The client's name and profile, fixed for the Session's life, and the last view digest per
-    list kind this Session notified about (list_changed goes out only when the view changed)."""
+    """Who a Session's client is (a serve.clients entry, or none) and the part of the catalogue
+    that client's profile shows, fixed for the Session's life; and the last view digest per list
+    kind the Session notified about (list_changed goes out only when the view changed). Owned by
+    one Session and used only from its greenlet."""
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-
-    def _init_view(self, client) -> None:
+    def __init__(self, ctx: SessionContext, client) -> None:
+        self._ctx = ctx
         self.client_name: str | None = client.name if client is not None else None
-        self.profile: views.Profile | None = views.profile_of(self.rt.config, client)
+        self.profile: views.Profile | None = ctx.profile_of(client)
         self._view_digests: dict[str, int] = {}
         if self.restricted:
             cat = self.catalogue()
@@ -38,22 +39,26 @@ class ClientView:
 
     def catalogue(self) -> Catalogue:
         """The catalogue as this client may see it, its workflows included (as tools)."""
-        return with_workflows(views.view(self.rt.catalogue(), self.profile), self.rt.workflows.current, self.profile)
+        return with_workflows(views.view(self._ctx.catalogue(), self.profile), self._ctx.workflows(), self.profile)
 
     def passthrough_server(self) -> str | None:
         """Flat mode's one server, if unlisted names may pass to it: never when the profile hides
         any of its tools (a hidden tool must stay unknown)."""
-        server = self.rt.passthrough_server()
+        server = self._ctx.passthrough_server()
         return server if self.profile is None or self.profile.passes_through(server) else None
+
+    def resource_owner(self, uri) -> tuple[str, str] | None:
+        """(server, its own URI) of the resource this client knows as `uri`, or None."""
+        return routing.resource_owner(self.catalogue(), self.passthrough_server(), uri)
 
     def sign_ins_in_view(self) -> list[dict]:
         """The servers this client's profile shows that wait for an OAuth sign-in: troupe's own,
         and those with `auth: per_client` this client has not signed in to (with its own link)."""
         profile = self.profile
         sees = profile.sees_server if profile is not None else (lambda name: True)
-        waiting = [w for w in self.rt.sign_ins() if sees(w["name"])]
+        waiting = [w for w in self._ctx.sign_ins() if sees(w["name"])]
         if self.client_name is not None:
-            waiting += self.rt.client_sign_ins(self.client_name, sees)
+            waiting += self._ctx.client_sign_ins(self.client_name, sees)
         return waiting
 
     def sees_core(self, tool: dict[str, Any]) -> bool:

@@ -31,7 +31,10 @@ from actors.tells import tell as _tell
 
 if TYPE_CHECKING:
     from actors.downstream.client_requests import ClientRequests
-    from actors.runtime import Runtime
+    from actors.downstream.client_view import ClientView
+    from actors.downstream.context import SessionContext
+    from actors.downstream.forwarder import Forwarder
+    from actors.downstream.lifecycle import Handshake
 
 MAX_ROUNDS = 8  # input_required rounds one call may take before troupe gives up on it
 MAX_PARKED = 64  # calls one Session holds for modern clients that have yet to retry
@@ -92,24 +95,20 @@ class Rounds:
 
 
 class InputRounds:
-    """Mixed into Session: the four bridges of the table above. No state of its own: each call's
-    rounds live on its Call in the Session's CallTable."""
+    """The four bridges of the table above, for one Session's calls. No state of its own: each
+    call's rounds live on its Call in the Session's CallTable. A plain object used only from its
+    Session's greenlet, with explicit inputs: the context (the sealer, timeouts), the Session's
+    ref and key, its table, the requests relayed to its client, its client's handshake state and
+    view, and its Forwarder (answers, settles and connections)."""
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-        key: str
-        actor_ref: Any
-        client_caps: dict
-        client_name: str | None
-        client_requests: ClientRequests
-        calls: CallTable
-
-        def _settle(self, token: int, outcome) -> None: ...
-        def _answer(self, token: int, outcome, shaped: bool = False) -> None: ...
+    def __init__(self, ctx: SessionContext, me, key: str, table: CallTable, client_requests: ClientRequests,
+                 handshake: Handshake, view: ClientView, forwarder: Forwarder) -> None:
+        self._ctx, self._me, self._key, self._table = ctx, me, key, table
+        self._client_requests, self._handshake, self._view, self._fw = client_requests, handshake, view, forwarder
 
     # ---------------------------------------------------------------- a modern retry arrives
 
-    def _input_retry(self, rid, method: str, params: dict, principal: str) -> tuple[dict, Any] | dict:
+    def input_retry(self, rid, method: str, params: dict, principal: str) -> tuple[dict, Any] | dict:
         """(params without the round keys, InputRetry or None); or the error answer for a retry
         whose state troupe cannot accept."""
         if not any(k in params for k in ROUND_KEYS):
@@ -122,7 +121,7 @@ class InputRounds:
             # Answers without a state: the server that asked kept no state, and it alone can tell
             # whether they answer anything (it re-asks if not). Nothing of troupe's is at stake.
             return clean, InputRetry(None, responses)
-        opened = self.rt.sealer.open(state)
+        opened = self._ctx.sealer.open(state)
         if isinstance(opened, str):
             return jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, opened)
         if opened.get("p") != principal or opened.get("d") != args_digest(method, params):
@@ -130,7 +129,7 @@ class InputRounds:
                                  "a retry repeats the method and params of the request it answers")
         return clean, InputRetry(opened, responses)
 
-    def _continue_round(self, rid, server: str, method: str, params: dict, sink, shape) -> dict | None:
+    def continue_round(self, rid, server: str, method: str, params: dict, sink, shape) -> dict | None:
         """The params to forward for a retry, or None once handled here (a parked call resumed,
         or the retry refused)."""
         retry: InputRetry = sink.retry
@@ -145,10 +144,10 @@ class InputRounds:
             if state.get("u") is not None:
                 out["requestState"] = state["u"]
             return out
-        call = self.calls.current(state.get("t"))
+        call = self._table.current(state.get("t"))
         rounds = call.rounds if call is not None else None
         if call is None or not call.parked or rounds is None or rounds.nonce != state.get("n") \
-                or state.get("sk") != self.key or call.method != method:
+                or state.get("sk") != self._key or call.method != method:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "that call is no longer waiting for input (it ended, "
                                "expired or troupe restarted): send the request again without requestState"))
             return None
@@ -157,7 +156,7 @@ class InputRounds:
 
     # ---------------------------------------------------------------- an upstream asks for input
 
-    def _input_required(self, call: Call, outcome: dict) -> None:
+    def input_required(self, call: Call, outcome: dict) -> None:
         """A modern upstream answered `call` with input_required."""
         if modern.envelope_of(call.sink) is not None:
             self._pass_through(call, outcome)
@@ -167,7 +166,7 @@ class InputRounds:
     def _pass_through(self, call: Call, outcome: dict) -> None:
         """Modern client: the rounds are its own; troupe seals the upstream's state with its server."""
         sink = call.sink
-        state = self.rt.sealer.seal({"k": "u", "s": call.server, "u": outcome.get("requestState"),
+        state = self._ctx.sealer.seal({"k": "u", "s": call.server, "u": outcome.get("requestState"),
                                      "p": sink.principal, "d": sink.digest}, STATE_TTL_S)
         requests = outcome.get("inputRequests")
         if isinstance(requests, dict):
@@ -176,7 +175,7 @@ class InputRounds:
         result = {**outcome, "requestState": state}
         if requests is not None:
             result["inputRequests"] = requests
-        self._answer(call.token, jsonrpc.result(call.rid, result), shaped=True)
+        self._fw.answer(call.token, jsonrpc.result(call.rid, result), shaped=True)
 
     def _bridge_round(self, call: Call, outcome: dict) -> None:
         """Legacy client: each input request becomes a real request to it; the answers go back
@@ -188,14 +187,14 @@ class InputRounds:
             isinstance(r, dict) and isinstance(r.get("method"), str) for r in requests.values())
         if bad or rounds.count > MAX_ROUNDS:
             why = "malformed inputRequests" if bad else f"input asked {MAX_ROUNDS} times in one call"
-            self._settle(call.token, UpstreamError(jsonrpc.INTERNAL_ERROR, f"server {call.server}: {why}",
+            self._fw.settle(call.token, UpstreamError(jsonrpc.INTERNAL_ERROR, f"server {call.server}: {why}",
                                                    server=call.server))
             return
         rounds.upstream_state, rounds.answers, rounds.asked = outcome.get("requestState"), {}, set(requests)
         if not requests:
             self._retry_upstream(call)
             return
-        me, token, round_no = self.actor_ref, call.token, rounds.count
+        me, token, round_no = self._me, call.token, rounds.count
         for key, request in requests.items():
             params = request.get("params")
 
@@ -203,15 +202,15 @@ class InputRounds:
                 _tell(me, InputAnswered(token, round_no, key, answer))
             req = ServerRequest(call.server, (token, key), request["method"], params if isinstance(params, dict)
                                 else {}, on_reply, origin_request=token)
-            self.client_requests.send(req, self.client_caps, call.sink)
+            self._client_requests.send(req, self._handshake.client_caps, call.sink)
 
-    def _input_answered(self, msg: InputAnswered) -> None:
-        call = self.calls.current(msg.token)
+    def input_answered(self, msg: InputAnswered) -> None:
+        call = self._table.current(msg.token)
         rounds = call.rounds if call is not None else None
         if call is None or rounds is None or rounds.count != msg.round_no or msg.key not in rounds.asked:
             return  # the call ended, or this round is over: one answer only
         if isinstance(msg.outcome, UpstreamError):
-            self._settle(call.token, UpstreamError(msg.outcome.code, f"server {call.server} asked the client for "
+            self._fw.settle(call.token, UpstreamError(msg.outcome.code, f"server {call.server} asked the client for "
                                                    f"input, which failed: {msg.outcome.message}", server=call.server))
             return
         rounds.asked.discard(msg.key)
@@ -226,25 +225,25 @@ class InputRounds:
         params["inputResponses"] = rounds.answers
         if rounds.upstream_state is not None:
             params["requestState"] = rounds.upstream_state
-        ref, status = self.rt.connection_or_status(call.server, self.actor_ref)  # per_client: its own upstream
-        me, token = self.actor_ref, call.token
+        ref, status = self._fw.connection(call.server, call.sink)  # per_client: its own upstream
+        me, token = self._me, call.token
 
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
             _tell(me, ForwardReplied(token, outcome))
         if ref is None or not _tell(ref, Forward(call.method, params, on_reply, origin=me, origin_request=token,
-                                                 client=self.client_name)):
-            self._settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status or f"server {call.server} went away",
-                                              server=call.server))
+                                                 client=self._view.client_name)):
+            why = status or f"server {call.server} went away"
+            self._fw.settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server=call.server))
             return
         call.ref = ref
 
     # ---------------------------------------------------------------- a legacy upstream asks a modern client
 
-    def _park(self, call: Call, req: ServerRequest) -> None:
+    def park(self, call: Call, req: ServerRequest) -> None:
         """Hold the server's request for the client's retry; answer the client input_required
         now unless its call is parked already (then the retry hears of this one too)."""
         rounds = call.rounds = call.rounds or Rounds()
-        if not call.parked and self.calls.parked_count() >= MAX_PARKED:
+        if not call.parked and self._table.parked_count() >= MAX_PARKED:
             req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, f"troupe holds {MAX_PARKED} calls waiting for "
                                        "their clients' input already; try again later", server=req.server))
             return
@@ -257,14 +256,14 @@ class InputRounds:
         assert rounds is not None and call.sink is not None  # a call with a waiting client and requests
         sink = call.sink
         rounds.nonce = secrets.token_hex(8)
-        state = self.rt.sealer.seal({"k": "p", "t": call.token, "n": rounds.nonce, "sk": self.key, "s": call.server,
+        state = self._ctx.sealer.seal({"k": "p", "t": call.token, "n": rounds.nonce, "sk": self._key, "s": call.server,
                                      "p": sink.principal, "d": sink.digest}, PARK_TTL_S)
         asked = {key: {"method": r.method, "params": labelled(r.server, r.method, r.params)}
                  for key, r in rounds.waiting.items()}
         sink(jsonrpc.result(call.rid, {"resultType": "input_required", "inputRequests": asked,
                                        "requestState": state}))
-        self.calls.park(call)
-        me, token, nonce = self.actor_ref, call.token, rounds.nonce
+        self._table.park(call)
+        me, token, nonce = self._me, call.token, rounds.nonce
         rounds.timer = gevent.spawn_later(PARK_TTL_S, lambda: _tell(me, ParkExpired(token, nonce)))
 
     def _resume(self, call: Call, rid, sink, shape, responses: dict) -> None:
@@ -275,15 +274,15 @@ class InputRounds:
         _kill(rounds.timer)
         for key in [k for k in rounds.waiting if isinstance(responses.get(k), dict)]:
             rounds.waiting.pop(key).on_reply(responses[key])
-        self.calls.attach(call, rid, sink, shape, self.rt.server_timeout(call.server) + PARK_MARGIN_S)
+        self._table.attach(call, rid, sink, shape, self._ctx.server_timeout(call.server) + PARK_MARGIN_S)
         if rounds.outcome is not None:  # it ended while its client was away
             outcome, rounds.outcome = rounds.outcome, None
-            self._settle(call.token, outcome)
+            self._fw.settle(call.token, outcome)
         elif rounds.waiting:  # not every request was answered: ask for the rest again
             self._ask_and_park(call)
 
-    def _park_expired(self, msg: ParkExpired) -> None:
-        call = self.calls.current(msg.token)
+    def park_expired(self, msg: ParkExpired) -> None:
+        call = self._table.current(msg.token)
         if call is None or not call.parked or call.rounds is None or call.rounds.nonce != msg.nonce:
             return
         self._drop_parked(call, f"the client did not retry within {PARK_TTL_S:g}s")
@@ -296,13 +295,13 @@ class InputRounds:
         waiting, rounds.waiting = list(rounds.waiting.values()), {}
         for req in waiting:
             req.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT, reason, server=req.server))
-        self.calls.settle(call.token)
+        self._table.settle(call.token)
         if rounds.outcome is None:
-            _tell(call.ref, CancelForward(self.actor_ref, call.token, reason))
+            _tell(call.ref, CancelForward(self._me, call.token, reason))
 
-    def _release_rounds(self, reason: str) -> None:
+    def release(self, reason: str) -> None:
         """The Session is going: no server keeps waiting on a request only a parked call held."""
-        for call in self.calls.calls():
+        for call in self._table.calls():
             if call.rounds is not None and call.rounds.waiting:
                 _kill(call.rounds.timer)
                 waiting, call.rounds.waiting = list(call.rounds.waiting.values()), {}

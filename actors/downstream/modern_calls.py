@@ -3,12 +3,11 @@
 decides later (the capabilities relayed upstream, the server requests it may receive, its logs)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pykka
 
 from actors.downstream.client_requests import NEEDS
-from actors.downstream.calls import CallTable
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.replies import ignore
 from actors.events.kinds import ServerLogged
@@ -18,61 +17,59 @@ from actors.protocol.request_state import args_digest
 from actors.tells import tell as _tell
 
 if TYPE_CHECKING:
-    from actors.catalogue.views import Profile
-    from actors.runtime import Runtime
+    from actors.downstream.calls import CallTable
+    from actors.downstream.client_view import ClientView
+    from actors.downstream.context import SessionContext
+    from actors.downstream.input_rounds import InputRounds
 
 
-class ModernCalls:
-    """Mixed into Session: modern requests and listen streams. It keeps no state of its own:
-    the streams live in a Listens the Session holds, the envelope of each request travels
-    with its sink (modern.ModernSink), and nothing read from one request is kept for the next."""
+def instructions(mode: str) -> str:
+    """What troupe tells a client about itself (initialize and server/discover), by mode."""
+    if mode == "meta":
+        return ("troupe aggregates many MCP servers. Find tools with filter_tools or list_tools, read one's "
+                "schema with describe_tool, then run it with call_tool {name, arguments}.")
+    return "troupe aggregates many MCP servers; tool names are <server>__<tool>."
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-        mode: str
-        key: str
-        profile: Profile | None
-        client_caps: dict
-        actor_ref: Any
-        listens: Listens
-        calls: CallTable
 
-        def _resource_owner(self, uri) -> tuple[str, str] | None: ...
-        def _input_retry(self, rid, method: str, params: dict, principal: str) -> tuple[dict, Any] | dict: ...
+class ModernRequests:
+    """Modern requests and listen streams for one Session. It keeps no state of its own: the
+    streams live in the Session's Listens, the envelope of each request travels with its sink
+    (modern.ModernSink), and nothing read from one request is kept for the next. A plain object
+    used only from its Session's greenlet, with explicit inputs: the context, the Session's ref
+    and mode, its client's view, its listen streams, its call table and its input rounds."""
+
+    def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, listens: Listens, table: CallTable,
+                 rounds: InputRounds) -> None:
+        self._ctx, self._me, self._mode, self._view = ctx, me, mode, view
+        self._listens, self._table, self._rounds = listens, table, rounds
 
     # ---------------------------------------------------------------- entry
 
-    def _modern_request(self, rid, method: str, params: dict, sink, principal: str):
+    def request(self, rid, method: str, params: dict, sink, principal: str):
         """(params, sink) to serve a modern request with, or None once it has been refused."""
         refused = modern.check_meta(rid, method, params)
         if refused is not None:
             sink(refused)
             return None
-        taken = self._input_retry(rid, method, params, principal)
+        taken = self._rounds.input_retry(rid, method, params, principal)
         if isinstance(taken, dict):
             sink(taken)
             return None
         clean, retry = taken
         envelope = modern.Envelope(params["_meta"])
         # Lists that differ by who asks (serve.clients) must not be shared by a cache between callers.
-        scope = "private" if self.rt.config.serve.clients or self.profile is not None else "public"
+        scope = "private" if self._ctx.serve.clients or self._view.profile is not None else "public"
         return modern.without_envelope(clean), modern.finishing_sink(
             rid, method, sink, envelope, principal=principal, digest=args_digest(method, params), retry=retry,
             scope=scope)
 
-    def _instructions(self) -> str:
-        if self.mode == "meta":
-            return ("troupe aggregates many MCP servers. Find tools with filter_tools or list_tools, read one's "
-                    "schema with describe_tool, then run it with call_tool {name, arguments}.")
-        return "troupe aggregates many MCP servers; tool names are <server>__<tool>."
-
-    def _discover(self, rid, params, sink, msg) -> None:
+    def discover(self, rid, params, sink, msg) -> None:
         # Answered in either era: a client probes with it before it knows which one troupe speaks.
-        sink(jsonrpc.result(rid, modern.discover_result(self._instructions())))
+        sink(jsonrpc.result(rid, modern.discover_result(instructions(self._mode))))
 
     # ---------------------------------------------------------------- subscriptions/listen
 
-    def _listen(self, rid, params, sink, msg) -> None:
+    def listen(self, rid, params, sink, msg) -> None:
         """Acknowledge first, then follow the asked resources upstream; the request stays open
         (answered when the client cancels it or goes) and every notice carries its id."""
         if modern.envelope_of(sink) is None:
@@ -83,15 +80,16 @@ class ModernCalls:
         if isinstance(wanted, str):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, wanted))
             return
-        if rid in self.listens:
+        if rid in self._listens:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, f"a listen stream with id {rid!r} is already open"))
             return
-        owners = [(uri, self._resource_owner(uri)) for uri in dict.fromkeys(wanted.get("resourceSubscriptions", ()))]
+        asked = dict.fromkeys(wanted.get("resourceSubscriptions", ()))
+        owners = [(uri, self._view.resource_owner(uri)) for uri in asked]
         followed = [(uri, owner) for uri, owner in owners if owner is not None]
-        self.listens.open(rid, sink, wanted, [uri for uri, _ in followed])
-        me = self.actor_ref
+        self._listens.open(rid, sink, wanted, [uri for uri, _ in followed])
+        me = self._me
         for uri, (server, original) in followed:
-            ref = self.rt.connection(server)
+            ref = self._ctx.connection(server)
             if ref is None:
                 continue  # not running: a later ResourceUpdated cannot come from it either
 
@@ -100,11 +98,11 @@ class ModernCalls:
             _tell(ref, Forward("resources/subscribe", {"uri": original}, subscribed, origin=self._listen_origin(rid)))
 
     def _listen_origin(self, rid) -> tuple:
-        return (self.actor_ref, modern.LISTEN, rid)
+        return (self._me, modern.LISTEN, rid)
 
-    def _listen_unsubscriber(self, rid):
+    def listen_unsubscriber(self, rid):
         def unsubscribe(server: str, uri: str) -> None:
-            ref = self.rt.connection(server)
+            ref = self._ctx.connection(server)
             if ref is not None:
                 try:
                     ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self._listen_origin(rid)))
@@ -114,27 +112,14 @@ class ModernCalls:
 
     # ---------------------------------------------------------------- what a request's envelope decides
 
-    def _relayed_capabilities(self, sink) -> Any:
-        """What a forwarded request tells a modern upstream of its client: a modern request's own
-        declared capabilities; a legacy session's from its initialize (troupe turns a modern
-        upstream's input requests into real requests to that client)."""
-        envelope = modern.envelope_of(sink)
-        return envelope.capabilities if envelope is not None else self.client_caps
-
-    @staticmethod
-    def _relayed_log_level(sink) -> str | None:
-        """The logLevel a modern request asked for goes upstream with it (None: the connection's own)."""
-        envelope = modern.envelope_of(sink)
-        return envelope.log_level if envelope is not None else None
-
-    def _refuse_undeclared(self, req: ServerRequest) -> bool:
+    def refuse_undeclared(self, req: ServerRequest) -> bool:
         """A server request reaching a modern call whose envelope lacks the capability it needs:
         the upstream hears -32021, and the call goes on (True if refused so). Over stdio troupe
         only guesses which call a server request belongs to (the newest in flight), and servers
         also ask on their own (server-everything asks for roots after it starts): failing the
         call would punish one that may have nothing to do with it. A server that did need the
         answer says so in its result."""
-        call = self.calls.current(req.origin_request)
+        call = self._table.current(req.origin_request)
         envelope = modern.envelope_of(call.sink) if call is not None else None
         need = NEEDS.get(req.method)
         if call is None or envelope is None or need is None or need in envelope.capabilities:
@@ -143,12 +128,12 @@ class ModernCalls:
                                    {"requiredCapabilities": {need: {}}}, server=req.server))
         return True
 
-    def _relay_log_to_requests(self, event: ServerLogged) -> None:
+    def relay_log_to_requests(self, event: ServerLogged) -> None:
         """A server's log line goes with each modern request in flight to that server whose
         envelope asked for logs at its level, on that request's own stream; never to others."""
         level = event.level
         logger = f"{event.server}/{event.logger}" if event.logger else event.server
-        for call in self.calls.calls():
+        for call in self._table.calls():
             envelope = modern.envelope_of(call.sink)
             if envelope is not None and call.server == event.server and envelope.logs(level):
                 call.sink(jsonrpc.notification("notifications/message", {

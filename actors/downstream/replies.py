@@ -47,6 +47,16 @@ def page(items: list, params: dict, key: str, digest: str) -> dict:
     return out
 
 
+def paged(rid, params: dict, sink, items: list, key: str, cat, variant=()) -> None:
+    """Answer with one page of `items` (cut from snapshot `cat`; `variant` names what else shaped
+    them), its cursor a digest of their content: any instance with the same catalogue continues it."""
+    digest = cat.derived(("cursor", key, variant), lambda: content_digest(items))
+    try:
+        sink(jsonrpc.result(rid, page(items, params, key, digest)))
+    except BadCursor as exc:
+        sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))
+
+
 class BadCursor(Exception):
     """Raised by page() for a cursor troupe did not hand out (or cut from a newer catalogue);
     the request is answered with invalid params."""

@@ -4,113 +4,104 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.catalogue.snapshot import Catalogue
 from actors.downstream import routing
 from actors.downstream.client_subscriptions import ClientSubscriptions
-from actors.downstream.replies import passthrough, restore_uris
+from actors.downstream.replies import paged, passthrough, restore_uris
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc, modern
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from actors.caching.session_side import CacheSide
+    from actors.downstream.client_view import ClientView
+    from actors.downstream.forwarder import Forwarder
+    from actors.downstream.lifecycle import Handshake
 
 
-class ResourceCalls:
-    """Mixed into Session: the handlers of its resource, prompt and completion requests; they keep
-    no state of their own (subscriptions live in ClientSubscriptions) and use its rt,
-    subscriptions, _served_version, _paged and _forward."""
+class ResourceRequests:
+    """A Session's resource, prompt and completion requests. No state of its own (subscriptions
+    live in the Session's ClientSubscriptions). A plain object used only from its Session's
+    greenlet, with explicit inputs: its client's view and handshake state, its subscriptions, its
+    Forwarder and its cache side."""
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-        subscriptions: ClientSubscriptions
-        _served_version: dict[str, int]
+    def __init__(self, view: ClientView, handshake: Handshake, subscriptions: ClientSubscriptions,
+                 forwarder: Forwarder, cache: CacheSide) -> None:
+        self._view, self._handshake, self._subscriptions = view, handshake, subscriptions
+        self._fw, self._cache = forwarder, cache
 
-        def catalogue(self) -> Catalogue: ...
-        def passthrough_server(self) -> str | None: ...
-        def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
-        def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
-                     retry: bool | None = None) -> None: ...
-        def _forward_cached(self, plan, rid, server: str, method: str, params: dict, sink, shape,
-                            progress_token=None, retry: bool | None = None) -> None: ...
-        def resource_plan(self, server: str, uri: str): ...
-
-    def _resources_list(self, rid, params, sink, msg) -> None:
-        cat = self.catalogue()
+    def resources_list(self, rid, params, sink, msg) -> None:
+        cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
-            self._served_version["resources"] = cat.version
-        self._paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
+            self._handshake.served("resources", cat.version)
+        paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
 
-    def _templates_list(self, rid, params, sink, msg) -> None:
-        cat = self.catalogue()
-        self._paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
+    def templates_list(self, rid, params, sink, msg) -> None:
+        cat = self._view.catalogue()
+        paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
 
-    def _resources_read(self, rid, params, sink, msg) -> None:
+    def resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
         owner = self._owner_or_not_found(rid, uri, sink)
         if owner is None:
             return
         server, original = owner
-        self._forward_cached(self.resource_plan(server, original), rid, server, "resources/read",
+        self._cache.forward(self._cache.resource_plan(server, original), rid, server, "resources/read",
                              {**params, "uri": original}, sink, passthrough(lambda r: restore_uris(r, original, uri)))
 
-    def _prompts_list(self, rid, params, sink, msg) -> None:
-        cat = self.catalogue()
+    def prompts_list(self, rid, params, sink, msg) -> None:
+        cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:
-            self._served_version["prompts"] = cat.version
-        self._paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
+            self._handshake.served("prompts", cat.version)
+        paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
 
-    def _prompts_get(self, rid, params, sink, msg) -> None:
+    def prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")
-        cat = self.catalogue()
+        cat = self._view.catalogue()
         entry = cat.prompt(name) if isinstance(name, str) else None
         held = cat.withheld_prompt(name) if entry is None and isinstance(name, str) else None
         if held is not None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, held.message()))
             return
-        if entry is None and isinstance(name, str) and (bare := self.passthrough_server()) is not None:
-            self._forward(rid, bare, "prompts/get", params, sink, passthrough())
+        if entry is None and isinstance(name, str) and (bare := self._view.passthrough_server()) is not None:
+            self._fw.forward(rid, bare, "prompts/get", params, sink, passthrough())
             return
         if entry is None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown prompt: {name}"))
             return
-        self._forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, passthrough())
-
-    def _resource_owner(self, uri) -> tuple[str, str] | None:
-        return routing.resource_owner(self.catalogue(), self.passthrough_server(), uri)
+        self._fw.forward(rid, entry.server, "prompts/get", {**params, "name": entry.original}, sink, passthrough())
 
     def _owner_or_not_found(self, rid, uri, sink) -> tuple[str, str] | None:
         """The owner of `uri`, or None after answering the request with resource-not-found."""
-        owner = self._resource_owner(uri)
+        owner = self._view.resource_owner(uri)
         if owner is None:
             sink(jsonrpc.error(rid, jsonrpc.RESOURCE_NOT_FOUND, f"resource not found: {uri}", {"uri": uri}))
         return owner
 
-    def _subscribe(self, rid, params, sink, msg) -> None:
+    def subscribe(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
         owner = self._owner_or_not_found(rid, uri, sink)
         if owner is None:
             return
         server, original = owner
-        if self.subscriptions.follows(server, original):
+        if self._subscriptions.follows(server, original):
             sink(jsonrpc.result(rid, {}))
             return
-        subscriptions = self.subscriptions
+        subscriptions = self._subscriptions
 
         def shape(rid_, outcome):  # runs in this session's greenlet (see Session._settle)
             if not isinstance(outcome, UpstreamError):
                 subscriptions.confirmed(server, original, uri)
             return passthrough()(rid_, outcome)
-        self._forward(rid, server, "resources/subscribe", {"uri": original}, sink, shape)
+        self._fw.forward(rid, server, "resources/subscribe", {"uri": original}, sink, shape)
 
-    def _unsubscribe(self, rid, params, sink, msg) -> None:
-        owner = self._resource_owner(params.get("uri"))
+    def unsubscribe(self, rid, params, sink, msg) -> None:
+        owner = self._view.resource_owner(params.get("uri"))
         if owner is not None:
-            self.subscriptions.drop(*owner)
+            self._subscriptions.drop(*owner)
         sink(jsonrpc.result(rid, {}))
 
-    def _complete(self, rid, params, sink, msg) -> None:
-        target = routing.completion_target(self.catalogue(), self.passthrough_server(), params)
+    def complete(self, rid, params, sink, msg) -> None:
+        target = routing.completion_target(self._view.catalogue(), self._view.passthrough_server(), params)
         if target is None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"no prompt or resource matches ref {params.get('ref')!r}"))
             return
-        self._forward(rid, target[0], "completion/complete", target[1], sink, passthrough())
+        self._fw.forward(rid, target[0], "completion/complete", target[1], sink, passthrough())

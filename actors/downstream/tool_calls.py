@@ -3,64 +3,55 @@ meta-tool dispatch, where call_tool, get_resource and get_prompt reach a server 
 answer from the catalogue snapshot (metatools.handle)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
 from actors.catalogue.snapshot import Catalogue
 from actors.downstream import coretools, metatools
 from actors.downstream.calls import CallDone
-from actors.downstream.replies import passthrough, prompt_as_tool, resource_as_tool, tool_outcome
+from actors.downstream.replies import paged, passthrough, prompt_as_tool, resource_as_tool, tool_outcome
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc, modern, validation
 from actors.tells import tell
 from actors.workflows.tools import WORKFLOWS_SERVER
 
 if TYPE_CHECKING:
-    from actors.runtime import Runtime
+    from actors.caching.session_side import CacheSide
+    from actors.downstream.client_view import ClientView
+    from actors.downstream.context import SessionContext
+    from actors.downstream.forwarder import Forwarder
+    from actors.downstream.lifecycle import Handshake
+    from actors.workflows.session_calls import WorkflowRequests
 
 CORE_DEADLINE = 30.0  # a core tool answers from troupe's own state: anything slower is a fault
 
 
-class ToolCalls:
-    """Mixed into Session: the handlers of its tool requests; they keep no state of their own and
-    use its rt, mode, _served_version, _starting_up, _defer, _paged and _forward."""
+class ToolRequests:
+    """A Session's tool requests: tools/list, tools/call (core, meta and server tools) and the
+    meta-tool dispatch. No state of its own. A plain object used only from its Session's greenlet,
+    with explicit inputs: the context, the Session's ref and mode, its client's view and handshake
+    state, its Forwarder (forwarded, tracked and deferred calls), its cache side and its
+    workflow runs."""
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-        mode: str
-        actor_ref: Any
-        _served_version: dict[str, int]
+    def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, handshake: Handshake,
+                 forwarder: Forwarder, cache: CacheSide, workflows: WorkflowRequests) -> None:
+        self._ctx, self._me, self._mode, self._view, self._handshake = ctx, me, mode, view, handshake
+        self._fw, self._cache, self._workflows = forwarder, cache, workflows
 
-        def _starting_up(self) -> bool: ...
-        def _defer(self, msg, sink) -> None: ...
-        def _track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "") -> int: ...
-        def catalogue(self) -> Catalogue: ...
-        def passthrough_server(self) -> str | None: ...
-        def sees_core(self, tool: dict) -> bool: ...
-        def sign_ins_in_view(self) -> list[dict]: ...
-        def _paged(self, rid, params, sink, items, key, cat: Catalogue, variant=()) -> None: ...
-        def _forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
-                     retry: bool | None = None) -> None: ...
-        def _run_workflow(self, rid, entry, args: dict, params: dict, sink) -> None: ...
-        def _forward_cached(self, plan, rid, server: str, method: str, params: dict, sink, shape,
-                            progress_token=None, retry: bool | None = None) -> None: ...
-        def tool_plan(self, server: str, tool: str, definition, arguments: dict): ...
-        def resource_plan(self, server: str, uri: str): ...
-
-    def _tools_list(self, rid, params, sink, msg) -> None:
-        if self._starting_up():
-            self._defer(msg, sink)
+    def tools_list(self, rid, params, sink, msg) -> None:
+        if self._fw.starting_up():
+            self._fw.defer(msg, sink)
             return
-        cat = self.catalogue()
+        cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
-            self._served_version["tools"] = cat.version
-        admin = self.rt.config.serve.client_admin
-        tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        tools += [t for t in coretools.listed(admin) if self.sees_core(t)]
-        self._paged(rid, params, sink, tools, "tools", cat, (self.mode, admin))
+            self._handshake.served("tools", cat.version)
+        admin = self._ctx.serve.client_admin
+        tools = list(metatools.META_TOOLS) if self._mode == "meta" else list(cat.tool_list)
+        tools += [t for t in coretools.listed(admin) if self._view.sees_core(t)]
+        paged(rid, params, sink, tools, "tools", cat, (self._mode, admin))
 
-    def _tools_call(self, rid, params, sink, msg) -> None:
+    def tools_call(self, rid, params, sink, msg) -> None:
         name, args = params.get("name"), params.get("arguments")
         if args is None:
             args = {}
@@ -70,27 +61,27 @@ class ToolCalls:
         if not isinstance(args, dict):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
             return
-        if name in coretools.CORE_NAMES and self.sees_core(coretools.BY_NAME[name]):
+        if name in coretools.CORE_NAMES and self._view.sees_core(coretools.BY_NAME[name]):
             self._core(rid, name, args, sink)
             return
-        cat = self.catalogue()
-        if self.mode == "meta" and name in metatools.META_NAMES:
+        cat = self._view.catalogue()
+        if self._mode == "meta" and name in metatools.META_NAMES:
             self._meta(rid, name, args, params, sink, cat, msg)
             return
-        entry = cat.tool(name) if self.mode == "flat" else None
-        held = cat.withheld_tool(name) if entry is None and self.mode == "flat" else None
+        entry = cat.tool(name) if self._mode == "flat" else None
+        held = cat.withheld_tool(name) if entry is None and self._mode == "flat" else None
         if held is not None:  # never passed through: the changed definition is exactly what waits
             sink(jsonrpc.result(rid, metatools.text_result(held.message(), is_error=True)))
             return
-        if entry is None and self._starting_up():
-            self._defer(msg, sink)  # its server may still be starting
+        if entry is None and self._fw.starting_up():
+            self._fw.defer(msg, sink)  # its server may still be starting
             return
-        bare = self.passthrough_server() if entry is None and self.mode == "flat" else None
+        bare = self._view.passthrough_server() if entry is None and self._mode == "flat" else None
         if bare is not None:
-            self._forward(rid, bare, "tools/call", params, sink, passthrough())
+            self._fw.forward(rid, bare, "tools/call", params, sink, passthrough())
             return
         if entry is None:
-            hint = "list_tools or filter_tools" if self.mode == "meta" else "tools/list"
+            hint = "list_tools or filter_tools" if self._mode == "meta" else "tools/list"
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} (see {hint})"))
             return
         self._call(rid, entry, args, params, sink)
@@ -98,27 +89,28 @@ class ToolCalls:
     def _core(self, rid, name: str, args: dict, sink) -> None:
         """A core_* tool: run (it may block on the runtime's asks) in a greenlet the call table
         tracks, so a cancel or the client's leaving stops it and its answer goes out once."""
-        rt, view, me = self.rt, self.catalogue(), self.actor_ref  # core_workflow_* answer about this view
+        # core_workflow_* answer about this client's view
+        run_core, view, me = self._ctx.run_core, self._view.catalogue(), self._me
 
         def work(token: int) -> None:
             try:
-                outcome = coretools.run(name, args, rt, view)
+                outcome = run_core(name, args, view)
             except Exception as exc:  # a bug in a core tool answers its call, nothing else
                 logger.exception("core tool {} failed", name)
                 outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"troupe internal error in {name}: {exc}",
                                         server="troupe")
             tell(me, CallDone(token, outcome))
-        self._track(rid, sink, passthrough(), work, CORE_DEADLINE, method=name)
+        self._fw.track(rid, sink, passthrough(), work, CORE_DEADLINE, method=name)
 
     def _call(self, rid, entry, args, params, sink) -> None:
-        problem = validation.problems(self.catalogue().validator(entry), args)
+        problem = validation.problems(self._view.catalogue().validator(entry), args)
         if problem is not None:  # caught here, the model gets a precise reason and no server is bothered
             sink(jsonrpc.result(rid, metatools.text_result(
                 f"invalid arguments for {entry.name}: {problem}. describe_tool shows its schema."
-                if self.mode == "meta" else f"invalid arguments for {entry.name}: {problem}", is_error=True)))
+                if self._mode == "meta" else f"invalid arguments for {entry.name}: {problem}", is_error=True)))
             return
         if entry.server == WORKFLOWS_SERVER:  # troupe runs it, each step through this same Session
-            self._run_workflow(rid, entry, args, params, sink)
+            self._workflows.run(rid, entry, args, params, sink)
             return
         upstream = {"name": entry.original, "arguments": args}
         meta = params.get("_meta")
@@ -126,13 +118,13 @@ class ToolCalls:
         if isinstance(meta, dict):
             upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
         retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
-            self.rt.retry_tools(entry.server)
-        plan = self.tool_plan(entry.server, entry.original, entry.definition, args)  # None: not cached
-        self._forward_cached(plan, rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
+            self._ctx.retry_tools(entry.server)
+        plan = self._cache.tool_plan(entry.server, entry.original, entry.definition, args)  # None: not cached
+        self._cache.forward(plan, rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
-        if name != "list_core_tools" and name != "call_tool" and self._starting_up():
-            self._defer(msg, sink)  # like tools/list: the first look waits for start-up to settle
+        if name != "list_core_tools" and name != "call_tool" and self._fw.starting_up():
+            self._fw.defer(msg, sink)  # like tools/list: the first look waits for start-up to settle
             return
         try:
             if name == "call_tool":
@@ -148,8 +140,8 @@ class ToolCalls:
                 held = cat.withheld_tool(target) if entry is None else None
                 if held is not None:
                     raise metatools.MetaError(held.message())
-                if entry is None and self._starting_up():
-                    self._defer(msg, sink)  # its server may still be starting
+                if entry is None and self._fw.starting_up():
+                    self._fw.defer(msg, sink)  # its server may still be starting
                     return
                 if entry is None:
                     raise metatools.MetaError(f"unknown tool {target!r}; use filter_tools or list_tools to find names")
@@ -159,8 +151,8 @@ class ToolCalls:
                 owner = cat.resource_owner(uri)
                 if owner is None:
                     raise metatools.MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
-                self._forward_cached(self.resource_plan(*owner), rid, owner[0], "resources/read", {"uri": owner[1]},
-                                     sink, resource_as_tool)
+                plan = self._cache.resource_plan(*owner)
+                self._cache.forward(plan, rid, owner[0], "resources/read", {"uri": owner[1]}, sink, resource_as_tool)
             elif name == "get_prompt":
                 pname = metatools._required_str(args, "name")
                 entry = cat.prompt(pname)
@@ -170,11 +162,11 @@ class ToolCalls:
                 if entry is None:
                     raise metatools.MetaError(f"unknown prompt {pname!r}; use list_prompts to find names")
                 pargs = args.get("arguments") or {}
-                self._forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
+                self._fw.forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                core = tuple(t for t in coretools.listed(self.rt.config.serve.client_admin) if self.sees_core(t))
-                waiting = self.sign_ins_in_view() if name == "list_tools" else ()
+                core = tuple(t for t in coretools.listed(self._ctx.serve.client_admin) if self._view.sees_core(t))
+                waiting = self._view.sign_ins_in_view() if name == "list_tools" else ()
                 sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core, waiting)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))

@@ -13,7 +13,6 @@ from loguru import logger
 
 from actors.messages import ClientMessage
 from actors.protocol import jsonrpc
-from actors.settings.model import DEFAULT_TIMEOUT
 from actors.tells import tell
 from actors.workflows import templating
 from actors.workflows.definitions import Step, Workflow
@@ -59,11 +58,10 @@ class _Pending:
         self.step, self.rid, self.answer, self.deadline = step, rid, answer, deadline
 
 
-def workflow_deadline(runtime, workflow: Workflow) -> float:
+def workflow_deadline(ctx, workflow: Workflow) -> float:
     """The Session's deadline for a whole run: each group of steps waits at most one step's own
     net (start-up, the slowest server's timeout, the margin), one group after another."""
-    slowest = max((s.timeout for s in runtime.config.servers), default=DEFAULT_TIMEOUT)
-    per_group = runtime.config.serve.startup_wait + slowest + STEP_MARGIN_S
+    per_group = ctx.serve.startup_wait + ctx.slowest_timeout() + STEP_MARGIN_S
     return len(workflow.groups()) * per_group + STEP_MARGIN_S
 
 
@@ -74,10 +72,10 @@ class Runner:
     the catalogue now (published snapshots, no actor hop), to name each step's server."""
 
     def __init__(self, workflow: Workflow, input: dict, rid, sink, progress_token, session, mode: str,
-                 view, runtime, principal: str = ""):
+                 view, ctx, principal: str = ""):
         self.workflow, self.input, self.rid, self.sink = workflow, input, rid, sink
         self.progress_token, self.session, self.mode, self.view = progress_token, session, mode, view
-        self.rt, self.principal = runtime, principal
+        self.ctx, self.principal = ctx, principal  # the calling Session's context (downstream/context.py)
         self._open: dict[str, str] = {}  # internal request id → step id, while awaiting its answer
 
     # ---------------------------------------------------------------- the call
@@ -193,9 +191,8 @@ class Runner:
     def _step_timeout(self, step: Step) -> float:
         entry = self.view().tool(step.tool)
         # A tool not listed yet (its server still starting) may belong to any server: the longest timeout.
-        server_timeout = self.rt.server_timeout(entry.server) if entry is not None else \
-            max((s.timeout for s in self.rt.config.servers), default=DEFAULT_TIMEOUT)
-        return self.rt.config.serve.startup_wait + server_timeout + STEP_MARGIN_S
+        server_timeout = self.ctx.server_timeout(entry.server) if entry is not None else self.ctx.slowest_timeout()
+        return self.ctx.serve.startup_wait + server_timeout + STEP_MARGIN_S
 
     def _server(self, step: Step) -> str:
         entry = self.view().tool(step.tool)

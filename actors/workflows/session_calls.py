@@ -1,4 +1,4 @@
-"""Mixed into Session: a call of a workflow_<name> tool (its arguments already checked against
+"""A Session's call of a workflow_<name> tool (its arguments already checked against
 the workflow's input schema) becomes a Runner in its own greenlet."""
 from __future__ import annotations
 
@@ -14,44 +14,42 @@ from actors.workflows.runner import Runner, WorkflowCancelled, workflow_deadline
 from actors.workflows.tools import sees_workflow
 from actors.workflows.messages import WorkflowsChanged
 
-__all__ = ["WorkflowCalls", "WorkflowsChanged"]  # what the Session takes from here
+__all__ = ["WorkflowRequests", "WorkflowsChanged"]  # what the Session takes from here
 
 if TYPE_CHECKING:
-    from actors.catalogue.snapshot import Catalogue, Entry
+    from actors.catalogue.snapshot import Entry
+    from actors.downstream.client_view import ClientView
+    from actors.downstream.context import SessionContext
+    from actors.downstream.forwarder import Forwarder
+    from actors.downstream.lifecycle import Handshake
     from actors.downstream.listens import Listens
-    from actors.runtime import Runtime
 
 
-class WorkflowCalls:
-    """The Session's workflow handler; keeps no state: each run is a tracked call of the Session's
-    call table (its greenlet stopped with WorkflowCancelled on a cancel or the client's leaving)."""
+class WorkflowRequests:
+    """A Session's workflow calls. No state of its own: each run is a tracked call of the
+    Session's call table (its greenlet stopped with WorkflowCancelled on a cancel or the client's
+    leaving). A plain object used only from its Session's greenlet, with explicit inputs: the
+    context, the Session's ref and mode, its client's view, handshake state and listen streams, its
+    Forwarder, and its sink for unsolicited messages."""
 
-    if TYPE_CHECKING:  # provided by Session
-        rt: Runtime
-        mode: str
-        actor_ref: object
-        profile: views.Profile | None
+    def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, handshake: Handshake,
+                 listens: Listens, forwarder: Forwarder, notify: Callable[[dict], None] | None) -> None:
+        self._ctx, self._me, self._mode, self._view, self._handshake = ctx, me, mode, view, handshake
+        self._listens, self._fw, self._notify = listens, forwarder, notify
 
-        notify: Callable[[dict], None] | None
-        initialized: bool
-        listens: Listens
-
-        def catalogue(self) -> Catalogue: ...
-        def _track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "") -> int: ...
-
-    def _run_workflow(self, rid, entry: Entry, args: dict, params: dict, sink) -> None:
-        workflow = self.rt.workflows.current.workflows.get(entry.original)
+    def run(self, rid, entry: Entry, args: dict, params: dict, sink) -> None:
+        workflow = self._ctx.workflows().workflows.get(entry.original)
         if workflow is None:  # removed between the listing the client read and this call
             sink(jsonrpc.result(rid, text_result(f"workflow {entry.original!r} is no longer defined", is_error=True)))
             return
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         principal = getattr(sink, "principal", "") or ""
-        rt, profile = self.rt, self.profile
+        ctx, profile = self._ctx, self._view.profile
 
         def view():  # the client's view now (published snapshots only), to name each step's server
-            return views.view(rt.catalogue(), profile)
-        me = self.actor_ref
+            return views.view(ctx.catalogue(), profile)
+        me = self._me
 
         def run(call_token: int) -> None:
             def to_session(message) -> None:  # the runner's greenlet: its answer and notices go through the mailbox
@@ -59,15 +57,15 @@ class WorkflowCalls:
                     tell(me, CallNotice(call_token, message))
                 else:
                     tell(me, CallDone(call_token, message, answered=True))
-            Runner(workflow, args, rid, to_session, token, me, self.mode, view, rt, principal).run()
-        self._track(rid, sink, None, run, workflow_deadline(rt, workflow), stop_with=WorkflowCancelled,
+            Runner(workflow, args, rid, to_session, token, me, self._mode, view, ctx, principal).run()
+        self._fw.track(rid, sink, None, run, workflow_deadline(ctx, workflow), stop_with=WorkflowCancelled,
                     method=entry.name)
 
-    def _workflows_changed(self, names: tuple) -> None:
+    def changed(self, names: tuple) -> None:
         """Workflows came, went or changed: in flat mode they are tools, so a client that sees
         any of them hears tools/list_changed (meta mode's tool list never changes)."""
-        if self.mode != "flat" or not any(sees_workflow(self.profile, TOOL_PREFIX + name) for name in names):
+        if self._mode != "flat" or not any(sees_workflow(self._view.profile, TOOL_PREFIX + name) for name in names):
             return
-        self.listens.list_changed(["tools"])
-        if self.notify is not None and self.initialized:
-            self.notify(jsonrpc.notification("notifications/tools/list_changed"))
+        self._listens.list_changed(["tools"])
+        if self._notify is not None and self._handshake.initialized:
+            self._notify(jsonrpc.notification("notifications/tools/list_changed"))

@@ -13,6 +13,7 @@ from actors.settings import config
 from actors.upstream.connection import Connection
 from actors.messages import ClientMessage, ServerRequest, ServerRequestCancelled
 from actors.runtime import Runtime
+from actors.downstream.client_view import ClientView
 from actors.downstream.session import DEADLINE_MARGIN, Session
 from tests.support import PYTHON, ROOT, wait_until
 
@@ -80,7 +81,6 @@ def test_a_forward_queued_behind_a_crash_is_answered_by_the_sessions_deadline(ru
 
 
 def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_lives(runtime, monkeypatch):
-    session, answers = _session(runtime)
     dead = runtime.connection("echo")
     dead.stop()  # the supervisor may not have heard yet: the session still finds this ref
     successor = Session.start(runtime, key="stopped-too")  # a "new" connection that is no better
@@ -91,7 +91,8 @@ def test_a_retry_to_a_connection_that_just_died_is_answered_and_the_session_live
         looked_up.append(server)
         return (dead if len(looked_up) == 1 else successor), ""
     monkeypatch.setattr(runtime, "connection_or_status", connection_or_status)
-    monkeypatch.setattr(Session, "_resource_owner", lambda self, uri: ("echo", uri))
+    monkeypatch.setattr(ClientView, "resource_owner", lambda self, uri: ("echo", uri))
+    session, answers = _session(runtime)  # after the patches: its context binds the runtime's functions
     # an idempotent read: sent, its link lost, waited for in the call table, sent once more: lost again
     session.tell(ClientMessage({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "x:y"}},
                                answers.append))

@@ -8,6 +8,7 @@
 """
 from actors import main as troupe  # first: it patches gevent before anything else is imported
 from actors.downstream import session as session_mod
+from actors.downstream import tool_calls
 from tests.support.faults import HANDLER_FAULT, SESSION_FAULT
 
 
@@ -16,7 +17,7 @@ class PlantedFault(Exception):
 
 
 _dispatch, _contain, _tools_call = session_mod.Session._dispatch, session_mod.Session._contain, \
-    session_mod.Session._tools_call
+    tool_calls.ToolRequests.tools_call
 
 
 def _named(message, name: str) -> bool:
@@ -45,8 +46,7 @@ def tools_call(self, rid, params, sink, msg):
 
 session_mod.Session._dispatch = dispatch
 session_mod.Session._contain = contain
-session_mod.Session._tools_call = tools_call
-session_mod._METHODS["tools/call"] = tools_call
+tool_calls.ToolRequests.tools_call = tools_call
 
 if __name__ == "__main__":
     troupe.main()

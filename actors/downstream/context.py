@@ -1,0 +1,45 @@
+"""What a Session may use of the running troupe: a frozen context, built once by the Runtime.
+
+A Session holds no Runtime. It reads published snapshots (the catalogue, the server directory,
+the workflows) through read-only functions, and asks for the few acts it may ask for (find a
+connection, set a log level, tell the upstreams of a roots change, say that its client left, run
+a core tool) through the functions given here. Everything else about the Runtime is wiring.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import gevent.event
+
+    from actors.catalogue.snapshot import Catalogue
+    from actors.protocol.request_state import StateSealer
+    from actors.settings.model import ServeConfig
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """The Session's view of troupe (see the module's docstring). Built by Runtime.session_context."""
+
+    serve: ServeConfig  # the serve section (fixed for a run: a reload changes servers and workflows only)
+    profile_of: Callable[[Any], Any]  # a serve.clients entry (or None) → its catalogue Profile (or None)
+    bus: Any  # the BusClient: subscribe and unsubscribe
+    catalogue: Callable[[], Catalogue]  # the Registry's published snapshot, now
+    servers: Callable[[], Any]  # the Supervisor's published Directory, now
+    workflows: Callable[[], Any]  # the WorkflowKeeper's published WorkflowSet, now
+    settled: gevent.event.Event  # set once every auto-start server is ready or failed
+    sealer: StateSealer  # seals and opens requestState and other state handed to clients
+    cache: Any  # the CacheKeeper's ref, or None without caching
+    connection: Callable[[str], Any]  # a server's live Connection, or None
+    connection_or_status: Callable[..., tuple]  # (Connection or route, why not): see Runtime.connection_or_status
+    server_timeout: Callable[[str], float]
+    retry_tools: Callable[[str], bool]  # may an idempotent tool of that server be sent again after a restart
+    passthrough_server: Callable[[], str | None]  # flat mode's one unprefixed server
+    sign_ins: Callable[[], list]  # servers waiting for troupe's own OAuth sign-in
+    client_sign_ins: Callable[[str, Callable[[str], bool]], list]  # those a named client must sign in to
+    set_log_level: Callable[[Any, str | None], None]  # a Session's wish for upstream logs (the Supervisor's)
+    notify_upstreams: Callable[[str], None]  # a notification to every live upstream (roots changed)
+    client_left: Callable[[Any], None]  # a Session stops: its own upstreams (share: per_client) stop
+    run_core: Callable[[str, dict, Any], dict]  # a core_* tool, blocking: call from a greenlet of its own
+    slowest_timeout: Callable[[], float]  # the longest server timeout configured now (workflow deadlines)
