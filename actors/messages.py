@@ -154,6 +154,10 @@ class UpstreamError:
     data: Any = None
     server: str = ""
     link_lost: bool = False  # the connection died under it: safe to retry an idempotent request
+    # An HTTP transport's failure below HTTP: "unsent" (the connection was refused: the request never
+    # left troupe, so sending it again cannot run it twice) or "lost" (the link broke with the request
+    # out: it may have run). Only a cluster's failover front acts on it; "" for everything else.
+    link: str = ""
 
     def to_error(self) -> dict:
         err = {"code": self.code, "message": self.message}
