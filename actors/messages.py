@@ -70,6 +70,9 @@ class Forward:
     client_capabilities: Any = None
     log_level: str | None = None  # a modern request's own logLevel, sent upstream with it (None: the connection's)
     client: str | None = None  # the serve.clients name of the caller: an `auth: per_client` server gets its token
+    # The Session judged it safe to send twice (resources/read, prompts/get, completion/complete, a
+    # tools/call marked idempotent): a cluster's failover front re-sends it once to a new owner.
+    idempotent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,8 +178,9 @@ class Runtime:
         view = self.servers.current.get(server)
         if view is None:
             return None, f"server {server} is not configured"
-        if view.callable:
-            return view.ref, ""
+        target = view.call_target()  # a `single` server's front in a cluster, holding while its lease moves
+        if target is not None:
+            return target, ""
         detail = f": {view.reason}" if view.reason else ""
         if view.state == ServerState.BACKOFF:
             return None, f"server {server} is restarting (backoff){detail}"

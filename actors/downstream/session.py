@@ -317,7 +317,8 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
         on_progress = progress_relay(progress_token, sink) if progress_token is not None else None
         if not _tell(ref, Forward(method, params, on_reply, on_progress=on_progress, origin=self.actor_ref,
                                   origin_request=token, client_capabilities=self._relayed_capabilities(sink),
-                                  log_level=self._relayed_log_level(sink), client=self.client_name)):
+                                  log_level=self._relayed_log_level(sink), client=self.client_name,
+                                  idempotent=retry)):
             self._settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
                                               server=server, link_lost=True))
 

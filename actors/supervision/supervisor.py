@@ -10,6 +10,7 @@ import pykka
 from loguru import logger
 
 from actors.events.bus import BusClient
+from actors.cluster.fronts import Fronts
 from actors.cluster.leases import JoinedCluster, LeaseChanged, WantLeases
 from actors.events.kinds import (ApprovalAwaited, CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted,
                                  ServerStateChanged, StartupSettled)
@@ -71,6 +72,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         self.placement = placement or Placement(clustered=False)  # where each server runs, in a cluster
         self._keeper: pykka.ActorRef | None = None  # the lease keeper, once the cluster is joined
         self._relays: set[str] = set()  # servers whose live Connection relays to their owner
+        self.fronts = Fronts()  # in a cluster, the calls to each `single` server go through its front
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -81,6 +83,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         self._publish()
 
     def on_stop(self) -> None:
+        self.fronts.stop_all()
         futures = []
         for child in reversed(list(self.children.values())):  # reverse of start order
             child.cancel_timer()
@@ -102,7 +105,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
 
     def _publish(self) -> None:
         """A new Directory after each change: readers never see a Child record."""
-        views = {name: c.view() for name, c in self.children.items()}
+        fronts = self.fronts.sync(self.children, self.placement, self._relays) if self.placement.clustered else {}
+        views = {name: c.view(*fronts.get(name, (None, False))) for name, c in self.children.items()}
         if views != dict(self.directory.current.servers):
             self.directory.current = Directory(self.directory.current.version + 1, MappingProxyType(views))
 
