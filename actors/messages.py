@@ -70,6 +70,9 @@ class Forward:
     client_capabilities: Any = None
     log_level: str | None = None  # a modern request's own logLevel, sent upstream with it (None: the connection's)
     client: str | None = None  # the serve.clients name of the caller: an `auth: per_client` server gets its token
+    # The Session judged it safe to send twice (resources/read, prompts/get, completion/complete, a
+    # tools/call marked idempotent): a cluster's failover front re-sends it once to a new owner.
+    idempotent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,10 @@ class UpstreamError:
     data: Any = None
     server: str = ""
     link_lost: bool = False  # the connection died under it: safe to retry an idempotent request
+    # An HTTP transport's failure below HTTP: "unsent" (the connection was refused: the request never
+    # left troupe, so sending it again cannot run it twice) or "lost" (the link broke with the request
+    # out: it may have run). Only a cluster's failover front acts on it; "" for everything else.
+    link: str = ""
 
     def to_error(self) -> dict:
         err = {"code": self.code, "message": self.message}

@@ -13,7 +13,7 @@ from loguru import logger
 
 from actors.protocol import handshake, jsonrpc, modern_client
 from actors.settings.config import ServerConfig
-from actors.transports.base import TransportError, TransportGarbage
+from actors.transports.base import LinkFailure, TransportError, TransportGarbage
 from actors.transports.factory import make_transport
 
 # The probe's own name in clientInfo; version, params and the answer's check are handshake.py's.
@@ -59,6 +59,10 @@ class _Session:
             if isinstance(msg, TransportGarbage):
                 if msg.request_id == rid:
                     raise ProbeFailed(f"bad answer to {method}: {msg.reason}")
+                continue
+            if isinstance(msg, LinkFailure):  # refused or cut off: no answer is coming
+                if msg.request_id == rid:
+                    raise ProbeFailed(f"{method} failed: {msg.reason}")
                 continue
             if not isinstance(msg, dict):
                 continue

@@ -164,7 +164,8 @@ class Forwarder:
                                  on_progress=on_progress if call.progress_token is not None else None,
                                  origin=me, origin_request=token,
                                  client_capabilities=self.relayed_capabilities(sink),
-                                 log_level=relayed_log_level(sink), client=self._view.client_name)):
+                                 log_level=relayed_log_level(sink), client=self._view.client_name,
+                                 idempotent=call.retry)):
             self.settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {server} went away",
                                              server=server, link_lost=True))
 

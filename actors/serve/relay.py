@@ -5,7 +5,9 @@ It is ordinary modern MCP (the caller's Connection speaks 2026-07-28 to it, enve
 with three differences from a client's request: it must carry the cluster secret (compared in
 constant time), it reaches one server's own names and lists (no catalogue, no prefix), and it is
 never passed on: a server this instance does not own is refused with 503 (the loop guard; the
-caller's lease keeper learns the new owner within a third of a lease). Closing the response
+caller's lease keeper learns the new owner within a third of a lease), marked NOT_RUN so that the
+caller's failover front sends it on to the new owner. While this instance starts a server it has
+just taken over, the server's front holds its calls instead. Closing the response
 cancels the call upstream, as on the client front. Answers are JSON, except a call asking for
 progress and a `subscriptions/listen`, which are streamed (see relay_streams). A server that asks
 its client something in the middle of a call makes it an input round (see relay_rounds).
@@ -20,6 +22,7 @@ from typing import Any
 import gevent.queue
 import orjson
 
+from actors.cluster.failover import NOT_RUN
 from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc, mcp, modern
 from actors.serve import sse_framing as sse
@@ -62,7 +65,7 @@ class Relay:
         token = member.token if member is not None else None
         if member is None or token is None:
             return _json("503 Service Unavailable", jsonrpc.error(None, jsonrpc.SERVER_UNAVAILABLE,
-                                                                  "this instance has not joined its cluster"))
+                                                                  "this instance has not joined its cluster", NOT_RUN))
         if not hmac.compare_digest((_header(environ, TOKEN_HEADER) or "").encode(), token.encode()):
             return _json("403 Forbidden", jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "not a member of this cluster"))
         try:
@@ -76,10 +79,17 @@ class Relay:
         server, rid, method = _header(environ, RELAY_HEADER) or "", msg["id"], msg["method"]
         raw = msg.get("params")
         params: dict = raw if isinstance(raw, dict) else {}
-        ref = self.rt.connection(server) if member.owns(server) else None
-        if ref is None:  # never passed on: the loop guard
+        owned = self.rt.servers.current.get(server) if member.owns(server) else None
+        if owned is None:  # never passed on: the loop guard
             return _json("503 Service Unavailable", jsonrpc.error(
-                rid, jsonrpc.SERVER_UNAVAILABLE, f"instance {member.config.instance} does not run {server} now"))
+                rid, jsonrpc.SERVER_UNAVAILABLE, f"instance {member.config.instance} does not run {server} now",
+                NOT_RUN))
+        ref = owned.ref if owned.callable else None
+        target = owned.call_target()  # its front holds calls while this instance (its new owner) starts it
+        if target is None:  # owned, but down here (restarting, failed, not yet approved here): no marker
+            return _json("503 Service Unavailable", jsonrpc.error(
+                rid, jsonrpc.SERVER_UNAVAILABLE, f"{server} is {owned.state} on instance {member.config.instance}"
+                + (f": {owned.reason}" if owned.reason else "")))
         if method == modern.DISCOVER:
             return _json("200 OK", jsonrpc.result(rid, self._discover(server)))
         streams = "text/event-stream" in (environ.get("HTTP_ACCEPT") or "")
@@ -88,6 +98,9 @@ class Relay:
             if not streams or not isinstance(asked, dict):
                 return _json("400 Bad Request", jsonrpc.error(rid, jsonrpc.INVALID_PARAMS,
                                                               "a listen needs notifications and an SSE answer"))
+            if ref is None:  # a listen follows one live Connection: its caller retries with backoff
+                return _json("503 Service Unavailable", jsonrpc.error(
+                    rid, jsonrpc.SERVER_UNAVAILABLE, f"{server} is not ready on instance {member.config.instance}"))
             return RelayListen(self.rt, ref, server, rid, asked).response(environ)
         caps = modern.Envelope(params["_meta"]).capabilities if modern.is_modern(params) else None
         upstream = modern.without_envelope(params) if modern.is_modern(params) else params
@@ -96,13 +109,13 @@ class Relay:
             if isinstance(call, dict):
                 return _json("200 OK", call)
         else:
-            call = RelayCall(ref, server, rid, method, upstream, caps)
+            call = RelayCall(target, server, rid, method, upstream, caps)
             # the sender proved the cluster secret: the client it names is the one it serves
-            if not tell(ref, Forward(method, upstream, call.on_reply, origin=call, origin_request=call.token,
+            if not tell(call.ref, Forward(method, upstream, call.on_reply, origin=call, origin_request=call.token,
                                      on_progress=call.on_progress if call.progress_token is not None else None,
                                      client_capabilities=caps, client=_header(environ, CLIENT_HEADER))):
                 return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
-                                                                      f"{server} went away"))
+                                                                      f"{server} went away", NOT_RUN))
         shape = partial(answer, method=method, list_ttl_ms=RELAY_LIST_TTL_MS)
         if streams and call.progress_token is not None:
             return "200 OK", list(sse.HEADERS), progress_frames(environ, call, self.rounds, self._deadline(server),

@@ -60,10 +60,11 @@ class Child:
     def callable(self) -> bool:
         return self.state in CALLABLE_STATES and self.ref is not None
 
-    def view(self) -> ServerView:
-        """What the Directory shows of it: frozen, so readers never see this record change."""
+    def view(self, front=None, held: bool = False) -> ServerView:
+        """What the Directory shows of it: frozen, so readers never see this record change (with
+        its failover front in a cluster, and whether that front holds its calls now)."""
         return ServerView(self.config.name, self.config, self.state, self.reason, self.ref, self.generation,
-                          self.settled, self.counts)
+                          self.settled, self.counts, front, held)
 
     def set_enabled(self, enabled: bool) -> None:
         """An operator's enable or disable: its config says so from now on (until a reload)."""

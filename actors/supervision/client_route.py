@@ -97,8 +97,9 @@ def resolve(directory: Directory, supervisor, server: str, client=None,
         if mine.callable:
             return mine.ref, ""
         return None, why(mine, f"server {server} (this client's own upstream)")
-    if view.callable:
-        return view.ref, ""
+    target = view.call_target()  # a `single` server's front in a cluster, holding while its lease moves
+    if target is not None:
+        return target, ""
     return None, why(view, f"server {server}")
 
 

@@ -23,10 +23,21 @@ class ServerView:
     generation: int
     settled: bool  # its first start attempt has ended (ready, failed, or waiting for approval)
     counts: tuple  # (tools, resources, prompts) it lists
+    # In a cluster, a `single` server's calls go through its FailoverFront (actors/cluster/failover),
+    # which holds them while its lease moves (`held`) and sends them on to its Connection.
+    front: pykka.ActorRef | None = None
+    held: bool = False
 
     @property
     def callable(self) -> bool:
         return self.state in CALLABLE_STATES and self.ref is not None
+
+    def call_target(self) -> pykka.ActorRef | None:
+        """Where a call to it goes now: its front (while it is callable or its calls are held), else
+        its live Connection; None when a call would fail at once."""
+        if self.front is not None and (self.callable or self.held):
+            return self.front
+        return self.ref if self.callable else None
 
 
 @dataclass(frozen=True, slots=True)

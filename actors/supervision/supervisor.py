@@ -11,6 +11,7 @@ import pykka
 from loguru import logger
 
 from actors.events.bus import BusClient
+from actors.cluster.fronts import Fronts
 from actors.cluster.leases import JoinedCluster, LeaseChanged, WantLeases
 from actors.events.kinds import (ApprovalAwaited, CircuitOpened, ServerConnected, ServerDisconnected, ServerRestarted,
                                  ServerStateChanged, StartupSettled)
@@ -76,6 +77,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         self._keeper: pykka.ActorRef | None = None  # the lease keeper, once the cluster is joined
         self._relays: set[str] = set()  # servers whose live Connection relays to their owner
         self.clients = ClientUpstreams(self.actor_ref, self._connect_for_client)  # share: per_client upstreams
+        self.fronts = Fronts()  # in a cluster, the calls to each `single` server go through its front
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -86,6 +88,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         self._publish()
 
     def on_stop(self) -> None:
+        self.fronts.stop_all()
         futures = self.clients.stop_all()
         for child in reversed(list(self.children.values())):  # reverse of start order
             child.cancel_timer()
@@ -107,8 +110,9 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
 
     def _publish(self) -> None:
         """A new Directory after each change: readers never see a Child record."""
-        views, clients, now = {name: c.view() for name, c in self.children.items()}, self.clients.views(), \
-            self.directory.current
+        fronts = self.fronts.sync(self.children, self.placement, self._relays) if self.placement.clustered else {}
+        views = {name: c.view(*fronts.get(name, (None, False))) for name, c in self.children.items()}
+        clients, now = self.clients.views(), self.directory.current
         if views != dict(now.servers) or clients != now.clients:
             self.directory.current = Directory(now.version + 1, MappingProxyType(views), clients)
 

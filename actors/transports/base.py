@@ -7,7 +7,8 @@ from typing import Any, Callable, Protocol
 # A transport hands each parsed JSON-RPC message (a dict) to on_message, from its
 # own reader greenlet. A line or event that could not be parsed is handed on as a
 # TransportGarbage value instead, so the owner can log it and, when it can tell
-# which request it belonged to, answer that request.
+# which request it belonged to, answer that request. An HTTP request that failed below
+# HTTP is answered by a LinkFailure value, which says whether the request left troupe.
 OnMessage = Callable[[Any], None]
 # Called exactly once when the transport is gone for good (process exited, stream
 # closed and not resumable); the argument says why, for the status report.
@@ -44,6 +45,19 @@ class OnStream:
 
     message: Any
     request_id: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFailure:
+    """An HTTP request failed below HTTP: handed to on_message in place of its answer.
+
+    `sent` is False when the connection was refused or never made (the request did not leave
+    troupe), True when the link broke with the request out (the server may have run it).
+    """
+
+    request_id: Any
+    reason: str
+    sent: bool
 
 
 class Transport(Protocol):

@@ -15,11 +15,12 @@ import gevent.queue
 import orjson
 import requests
 import requests.adapters
+import urllib3.exceptions
 from loguru import logger
 
 from actors.protocol import jsonrpc
 from actors.redact import redact_url
-from actors.transports.base import NEEDS_AUTH, OnClosed, OnMessage, TransportError
+from actors.transports.base import NEEDS_AUTH, LinkFailure, OnClosed, OnMessage, TransportError
 from actors.transports.sse_stream import shutdown_response
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -67,6 +68,25 @@ def describe_exc(exc: BaseException) -> str:
         if not isinstance(cause, BaseException):
             break
     return type(exc).__name__
+
+
+def link_broken(exc: BaseException) -> bool | None:
+    """For a request that failed below HTTP: False if it never left troupe (the connection was
+    refused or not made in time), True if the link broke with it out (it may have arrived); None
+    when the failure says nothing of the link (a read timeout, a bad URL)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return False
+    if not isinstance(exc, requests.ConnectionError):
+        return None
+    seen: set[int] = set()
+    cause: object = exc
+    while isinstance(cause, BaseException) and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)):
+            return False
+        cause = getattr(cause, "reason", None) or (cause.args[0] if cause.args else None) \
+            or cause.__cause__ or cause.__context__
+    return True
 
 
 def error_detail(resp: requests.Response) -> str:
@@ -310,9 +330,12 @@ class HttpTransportBase:
         except Exception as exc:
             self._log.opt(exception=exc).error("on_closed callback failed")
 
-    def _fail(self, message: dict, detail: str, status: int | None = None) -> None:
-        """A request gets exactly one answer even when HTTP failed; the rest is logged."""
-        if jsonrpc.is_request(message):
+    def _fail(self, message: dict, detail: str, status: int | None = None, broken: bool | None = None) -> None:
+        """A request gets exactly one answer even when HTTP failed; the rest is logged. `broken`
+        (see link_broken) makes the answer a LinkFailure, which says whether it was sent."""
+        if jsonrpc.is_request(message) and broken is not None:
+            self._deliver(LinkFailure(message["id"], f"{self.name}: {detail}", broken))
+        elif jsonrpc.is_request(message):
             self._deliver(request_failed(self.name, message["id"], detail, status))
         else:
             self._log.warning("{} not delivered: {}", _label(message), detail)

@@ -16,7 +16,7 @@ from actors.redact import redact_url
 from actors.transports.base import OnClosed, OnMessage, OnStream, TransportGarbage
 from actors.transports.http_base import (DEFAULT_CONNECT_TIMEOUT, ERROR_BODY_LIMIT, JSON_MEDIA_TYPE,
                                          POST_READ_TIMEOUT, HttpTransportBase, describe_exc, error_detail,
-                                         media_type)
+                                         link_broken, media_type)
 from actors.transports.sse_stream import SSE_MEDIA_TYPE, StreamCursor, parse_payload, sse_events
 
 SESSION_HEADER = "Mcp-Session-Id"
@@ -153,7 +153,8 @@ class StreamableHttpTransport(HttpTransportBase):
             try:
                 resp = self._post(message, REQUEST_READ_TIMEOUT)
             except requests.RequestException as exc:
-                self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}")
+                self._fail(message, f"POST {redact_url(self.url)} failed: {describe_exc(exc)}",
+                           broken=link_broken(exc))
                 return
             with self._tracked(resp):
                 failure = self._read_answer(message, resp)

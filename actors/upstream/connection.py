@@ -28,7 +28,7 @@ from actors.protocol import handshake, jsonrpc, mcp, modern_client
 from actors.protocol.modern_client import MODERN
 from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
-from actors.transports.base import OnStream, Transport, TransportError, TransportGarbage
+from actors.transports.base import LinkFailure, OnStream, Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
 from actors.trust.provenance import identity_key as trust_identity
 from actors.upstream.listing import UpstreamLists
@@ -329,6 +329,11 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                 self._complete(msg.request_id, UpstreamError(jsonrpc.INTERNAL_ERROR,
                                                              f"server {self.config.name}: {msg.reason}",
                                                              server=self.config.name))
+            return
+        if isinstance(msg, LinkFailure):  # below HTTP: whether it was sent decides if it may go again
+            link = "lost" if msg.sent else "unsent"
+            self._complete(msg.request_id, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, msg.reason,
+                                                         server=self.config.name, link=link))
             return
         if not isinstance(msg, dict) or not isinstance(msg.get("method", ""), str):
             self.stats.garbage_lines += 1

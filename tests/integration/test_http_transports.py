@@ -14,7 +14,7 @@ import requests
 from gevent.pywsgi import WSGIServer
 
 from actors.protocol import jsonrpc
-from actors.transports.base import TransportError, TransportGarbage
+from actors.transports.base import LinkFailure, TransportError, TransportGarbage
 from actors.transports.legacy_sse import SseTransport
 from actors.transports.streamable_http import StreamableHttpTransport
 from tests.support import wait_until
@@ -291,12 +291,10 @@ def test_dead_server_answers_request_with_error(made, dead_port):
     assert t.describe() == {"url": f"http://user:***@127.0.0.1:{port}/mcp?token=***"}
     t.send(jsonrpc.notification("notifications/initialized"))  # logged, never answered
     t.send(jsonrpc.request(7, "initialize", {"protocolVersion": LATEST, "capabilities": {}}))
-    answer, before = owner.answer(7)
-    assert before == [], before
-    error = answer["error"]
-    assert error["code"] == jsonrpc.SERVER_UNAVAILABLE
-    assert error["message"].startswith(f"{NAME}: ") and "refused" in error["message"], error
-    assert SECRET not in error["message"]
+    failure = owner.next()  # refused: the request never left troupe, and the answer says so
+    assert isinstance(failure, LinkFailure) and failure.request_id == 7 and failure.sent is False, failure
+    assert failure.reason.startswith(f"{NAME}: ") and "refused" in failure.reason, failure
+    assert SECRET not in failure.reason
     assert owner.closed == []
     close_and_check(t, owner, base)
 

@@ -1,6 +1,7 @@
-"""A stateful stdio server: `next` returns a counter this process alone keeps, `pid` its pid and
-`sleep` answers late; run once in a cluster (placement single), every instance's calls must see
-one counter. Arguments are ignored (a test passes a tag to find its processes)."""
+"""A stateful stdio server: `next` returns a counter this process alone keeps, `pid` its pid (the
+one tool marked idempotent) and `sleep` answers late; run once in a cluster (placement single),
+every instance's calls must see one counter. Arguments are ignored (a test passes a tag to find
+its processes)."""
 from __future__ import annotations
 
 import itertools
@@ -25,9 +26,10 @@ def main() -> None:
         time.sleep(float(args.get("seconds") or 0))
         return "slept"
 
-    @server.tool("pid", EMPTY, "This process's pid.")
     def pid(args):
         return str(os.getpid())
+    # idempotent, and says so: troupe may send it twice (a failover re-sends it to the new owner)
+    server.add_tool("pid", EMPTY, pid, "This process's pid.", annotations={"idempotentHint": True})
 
     server.run()
 
