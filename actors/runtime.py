@@ -22,6 +22,7 @@ from actors.protocol import mcp, request_state
 from actors.supervision.placing import Placement
 from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
+from actors.downstream import coretools
 from actors.tells import tell as _tell
 from actors.redact import redact_url
 from actors.supervision.directory import DirectoryBox
@@ -91,7 +92,7 @@ class Runtime:
         self.auth_keeper = AuthKeeper.start(self.tokens_path, self.auth, lambda: self.supervisor)
         transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper))
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
-                                       trust_box=self.trust, keeper=self.keeper)
+                                       trust_box=self.trust, keeper=self.keeper, reserved=coretools.RESERVED_NAMES)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=self.servers,
                                            settled=self.settled, client_capabilities=self.client_caps,
@@ -245,6 +246,7 @@ class Runtime:
             if now is not None:  # each connection counts its own calls: ask, never read its object
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
+        report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
             try:

@@ -64,8 +64,7 @@ class ToolCalls:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
             return
         if name in coretools.CORE_NAMES and self.sees_core(coretools.BY_NAME[name]):
-            rt, view = self.rt, self.catalogue()  # core_workflow_* answer about this client's view
-            gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt, view))))
+            self._core(rid, name, args, sink)
             return
         cat = self.catalogue()
         if self.mode == "meta" and name in metatools.META_NAMES:
@@ -79,6 +78,9 @@ class ToolCalls:
         if entry is None and self._starting_up():
             self._defer(msg, sink)  # its server may still be starting
             return
+        if entry is None and name in coretools.RESERVED_NAMES:  # troupe's own name: never passed through
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, _reserved_message(name, self.mode, cat)))
+            return
         bare = self.passthrough_server() if entry is None and self.mode == "flat" else None
         if bare is not None:
             self._forward(rid, bare, "tools/call", params, sink, passthrough())
@@ -88,6 +90,10 @@ class ToolCalls:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} (see {hint})"))
             return
         self._call(rid, entry, args, params, sink)
+
+    def _core(self, rid, name: str, args: dict, sink) -> None:
+        rt, view = self.rt, self.catalogue()  # core_workflow_* answer about this client's view
+        gevent.spawn(lambda: sink(jsonrpc.result(rid, coretools.run(name, args, rt, view))))
 
     def _call(self, rid, entry, args, params, sink) -> None:
         problem = validation.problems(self.catalogue().validator(entry), args)
@@ -124,6 +130,11 @@ class ToolCalls:
                 if not isinstance(inner, dict):
                     raise metatools.MetaError(f"'arguments' for {target} must be an object")
                 entry = cat.tool(target)
+                if entry is None and target in coretools.CORE_NAMES and self.sees_core(coretools.BY_NAME[target]):
+                    self._core(rid, target, inner, sink)  # troupe's own: no server's tool has its name
+                    return
+                if entry is None and target in metatools.META_NAMES:
+                    raise metatools.MetaError(f"{target} is one of troupe's meta-tools: call it directly")
                 held = cat.withheld_tool(target) if entry is None else None
                 if held is not None:
                     raise metatools.MetaError(held.message())
@@ -158,3 +169,12 @@ class ToolCalls:
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 
+
+def _reserved_message(name: str, mode: str, cat: Catalogue) -> str:
+    """Why troupe's own name did not reach a tool here, and where a server's tool of that name went."""
+    what = "one of troupe's meta-tools, served in meta mode" if name in metatools.META_NAMES and mode == "flat" \
+        else "not available to this client"
+    # Only on this error path: the entries a reserved name was taken from (renamed by catalogue.build).
+    renamed = [e.name for e in cat.tools if e.original == name and e.name != name]
+    hint = f"; a server's tool of that name is listed as {', '.join(renamed)}" if renamed else ""
+    return f"unknown tool: {name} is {what}{hint}"
