@@ -101,7 +101,7 @@ class Runtime:
                                            placement=Placement(self.cluster is not None,
                                                                self.shared.eras() if self.shared else None))
         for ref in (self.registry, self.supervisor):
-            self.keeper.tell(WatchTrust(ref))
+            self._watch_trust(ref)
         self.cache = caching.start_keeper(self.config, self.bus, self.shared)
         if self._discovery_enabled():
             self._start_discovery()
@@ -129,7 +129,8 @@ class Runtime:
                 self._discovered[cfg.name] = cfg
             for name in changed.removed:
                 self._discovered.pop(name, None)
-            supervisor.tell(ApplyServers(tuple(self._discovered.values()), "discovery"))
+            if not _tell(supervisor, ApplyServers(tuple(self._discovered.values()), "discovery")):
+                logger.debug("discovery: the supervisor has stopped; what discovery found is not applied")
 
         servers = self.servers
 
@@ -141,7 +142,12 @@ class Runtime:
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,
                                       is_connected=is_connected, trust_box=self.trust,
                                       store=self.shared.store() if self.shared else None)
-        self.keeper.tell(WatchTrust(self.discovery))
+        self._watch_trust(self.discovery)
+
+    def _watch_trust(self, ref) -> None:
+        """`ref` rebuilds what it derives from approvals on each TrustChanged from the keeper."""
+        if not _tell(self.keeper, WatchTrust(ref)):
+            logger.warning("the trust keeper has stopped: approvals changed now reach no actor")
 
     def stop(self) -> None:
         """Reverse start order, each stop in parallel where it can be; bounded."""
@@ -233,7 +239,8 @@ class Runtime:
 
     def _ask(self, ref, make, timeout: float = ASK_TIMEOUT):
         future = pykka.ThreadingFuture()
-        ref.tell(make(future))
+        if not _tell(ref, make(future)):  # as pykka's own ask: a stopped actor fails the ask at once
+            raise pykka.ActorDeadError(f"{ref} has stopped")
         return future.get(timeout=timeout)
 
     def status(self) -> dict:
@@ -286,9 +293,11 @@ class Runtime:
 
     def set_url(self, url: str) -> None:
         assert self.supervisor is not None  # the front learns its URL after start()
-        self.supervisor.tell(SetUrl(url))
+        if not _tell(self.supervisor, SetUrl(url)):
+            logger.warning("the supervisor has stopped: its status keeps no URL")
         if self.auth_keeper is not None:  # the OAuth redirect comes back to this front
-            self.auth_keeper.tell(SetRedirect(url[:-len("/mcp")] if url.endswith("/mcp") else url))
+            if not _tell(self.auth_keeper, SetRedirect(url[:-len("/mcp")] if url.endswith("/mcp") else url)):
+                logger.warning("the auth keeper has stopped: upstream sign-ins have no redirect")
         if self.cluster is not None:
             self.cluster.start(url, self.supervisor, self.config.serve.auth_token)
         if self.shared is not None and self.cluster is not None and self.bus is not None:

@@ -129,10 +129,7 @@ class Registry(pykka.ThreadingActor):
         return catalogue.build(self._lists, self.separator, self.box.current.version + 1, self.reserved)
 
     def _tell_flush(self) -> None:
-        try:
-            self.actor_ref.tell(_Flush())
-        except pykka.ActorDeadError:
-            pass
+        tell(self.actor_ref, _Flush())  # False: it stopped meanwhile, and nobody waits for the notice
 
     def _rebuild(self) -> None:
         changed, self._changed = frozenset(self._changed), set()

@@ -10,11 +10,13 @@ from loguru import logger
 from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc, modern
 from actors.downstream.session import Session
+from actors.tells import tell
 from actors.transports.pipe_writer import PipeWriter
 
 MAX_LINE = 16 * 1024 * 1024
 FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities
 STDOUT_FLUSH_WAIT = 1.0  # at the end, for the last answers to be taken by the client
+SESSION_GONE = "troupe internal error: the session serving this client has stopped"
 
 
 def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
@@ -38,6 +40,7 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     runtime.start()
     session = Session.start(runtime, notify=sink, key="stdio")
     pending = [first] if first is not None else []
+    gone_logged = False
     try:
         while True:
             line = pending.pop() if pending else inp.readline(MAX_LINE + 1)
@@ -56,17 +59,26 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             except ValueError as exc:
                 sink(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
                 continue
-            session.tell(ClientMessage(message, sink))
+            if not tell(session, ClientMessage(message, sink)):
+                if not gone_logged:
+                    logger.error("stdio: the client's Session has stopped; its requests are answered with an error")
+                    gone_logged = True
+                _refuse(message, sink)
     finally:
         logger.info("stdin closed: client gone")
-        try:
-            session.tell(ClientGone())
-        except Exception:
-            pass
+        tell(session, ClientGone())  # False: it stopped before the client left
         out.flush(timeout=STDOUT_FLUSH_WAIT)
         out.close()
         inp.close()
         os.close(out_fd)
+
+
+def _refuse(message, sink) -> None:
+    """One answer for each request the stopped Session cannot take, so the client never waits on
+    it (a reader that raised instead would end troupe); notifications have nobody to reach."""
+    for one in message if isinstance(message, list) else (message,):
+        if isinstance(one, dict) and "id" in one and isinstance(one.get("method"), str):
+            sink(jsonrpc.error(one["id"], jsonrpc.INTERNAL_ERROR, SESSION_GONE))
 
 
 def _capabilities_of(line: bytes | None) -> dict:
