@@ -111,12 +111,10 @@ class Troupe:
         return reply["result"]
 
     def _notify(self, method: str, params: dict) -> None:
-        import pykka
         from actors.messages import ClientMessage
-        try:
-            self._session.tell(ClientMessage({"jsonrpc": "2.0", "method": method, "params": params}, _ignore))
-        except pykka.ActorDeadError:
-            pass
+        from actors.tells import tell
+        # A notification to a stopped handle's Session has nobody to reach: dropped, as a closed client's.
+        tell(self._session, ClientMessage({"jsonrpc": "2.0", "method": method, "params": params}, _ignore))
 
     def _server_timeout(self, server: str | None) -> float:
         view = self.runtime.servers.current.get(server)

@@ -22,6 +22,7 @@ from actors.protocol import mcp, request_state
 from actors.supervision.placing import Placement
 from actors.supervision.policy import Policy
 from actors.catalogue.registry import CatalogueBox, Registry
+from actors.downstream import coretools
 from actors.tells import tell as _tell
 from actors.redact import redact_url
 from actors.supervision import client_route
@@ -92,7 +93,7 @@ class Runtime:
         self.auth_keeper = AuthKeeper.start(self.tokens_path, self.auth, lambda: self.supervisor)
         transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper))
         self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
-                                       trust_box=self.trust, keeper=self.keeper)
+                                       trust_box=self.trust, keeper=self.keeper, reserved=coretools.RESERVED_NAMES)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=self.servers,
                                            settled=self.settled, client_capabilities=self.client_caps,
@@ -101,7 +102,7 @@ class Runtime:
                                            placement=Placement(self.cluster is not None,
                                                                self.shared.eras() if self.shared else None))
         for ref in (self.registry, self.supervisor):
-            self.keeper.tell(WatchTrust(ref))
+            self._watch_trust(ref)
         self.cache = caching.start_keeper(self.config, self.bus, self.shared)
         if self._discovery_enabled():
             self._start_discovery()
@@ -129,7 +130,8 @@ class Runtime:
                 self._discovered[cfg.name] = cfg
             for name in changed.removed:
                 self._discovered.pop(name, None)
-            supervisor.tell(ApplyServers(tuple(self._discovered.values()), "discovery"))
+            if not _tell(supervisor, ApplyServers(tuple(self._discovered.values()), "discovery")):
+                logger.debug("discovery: the supervisor has stopped; what discovery found is not applied")
 
         servers = self.servers
 
@@ -141,7 +143,12 @@ class Runtime:
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,
                                       is_connected=is_connected, trust_box=self.trust,
                                       store=self.shared.store() if self.shared else None)
-        self.keeper.tell(WatchTrust(self.discovery))
+        self._watch_trust(self.discovery)
+
+    def _watch_trust(self, ref) -> None:
+        """`ref` rebuilds what it derives from approvals on each TrustChanged from the keeper."""
+        if not _tell(self.keeper, WatchTrust(ref)):
+            logger.warning("the trust keeper has stopped: approvals changed now reach no actor")
 
     def stop(self) -> None:
         """Reverse start order, each stop in parallel where it can be; bounded."""
@@ -250,7 +257,8 @@ class Runtime:
 
     def _ask(self, ref, make, timeout: float = ASK_TIMEOUT):
         future = pykka.ThreadingFuture()
-        ref.tell(make(future))
+        if not _tell(ref, make(future)):  # as pykka's own ask: a stopped actor fails the ask at once
+            raise pykka.ActorDeadError(f"{ref} has stopped")
         return future.get(timeout=timeout)
 
     def status(self) -> dict:
@@ -263,6 +271,7 @@ class Runtime:
             if now is not None:  # each connection counts its own calls: ask, never read its object
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
+        report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
             try:
@@ -302,9 +311,11 @@ class Runtime:
 
     def set_url(self, url: str) -> None:
         assert self.supervisor is not None  # the front learns its URL after start()
-        self.supervisor.tell(SetUrl(url))
+        if not _tell(self.supervisor, SetUrl(url)):
+            logger.warning("the supervisor has stopped: its status keeps no URL")
         if self.auth_keeper is not None:  # the OAuth redirect comes back to this front
-            self.auth_keeper.tell(SetRedirect(url[:-len("/mcp")] if url.endswith("/mcp") else url))
+            if not _tell(self.auth_keeper, SetRedirect(url[:-len("/mcp")] if url.endswith("/mcp") else url)):
+                logger.warning("the auth keeper has stopped: upstream sign-ins have no redirect")
         if self.cluster is not None:
             self.cluster.start(url, self.supervisor, self.config.serve.auth_token)
         if self.shared is not None and self.cluster is not None and self.bus is not None:

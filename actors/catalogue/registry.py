@@ -36,6 +36,9 @@ class _Flush:
 class Registry(pykka.ThreadingActor):
     """The only writer of the catalogue; owns each server's last listing and its screened lists.
 
+    `reserved` names troupe's own tools (the meta-tools and core tools, from its creator):
+    a server's tool that would take one is renamed and the collision reported.
+
     Receives PublishServer (a connection's full lists), DropServer, TrustChanged, and _Flush
     from its own debounce timer.
     Screens each server's tools and prompts against their pins (a changed or new
@@ -45,9 +48,11 @@ class Registry(pykka.ThreadingActor):
     """
 
     def __init__(self, box: CatalogueBox, bus: BusClient, separator: str = "__", *,
-                 trust_box: TrustBox | None = None, keeper: pykka.ActorRef | None = None) -> None:
+                 trust_box: TrustBox | None = None, keeper: pykka.ActorRef | None = None,
+                 reserved: frozenset = frozenset()) -> None:
         super().__init__()
         self.box, self.bus, self.separator = box, bus, separator
+        self.reserved = frozenset(reserved)  # troupe's own tool names: no server's tool gets one
         self.trust, self.keeper = trust_box or TrustBox(), keeper
         self._published: dict[str, tuple] = {}  # server → (PublishServer as listed, its digests)
         self._first_sight: dict[str, Pinned] = {}  # identity → pins told to the keeper, until its snapshot has them
@@ -102,7 +107,7 @@ class Registry(pykka.ThreadingActor):
         changed = _diff(old, new)
         if not changed and old is not None and old.instructions != new.instructions:
             # Only search reads them: a new snapshot, but nothing a client's lists would show.
-            self.box.current = catalogue.build(self._lists, self.separator, self.box.current.version + 1)
+            self.box.current = self._build()
         return changed
 
     def _tell_keeper(self, message) -> None:
@@ -116,15 +121,15 @@ class Registry(pykka.ThreadingActor):
             return
         self._changed |= lists
         # Rebuild at once so callers see new tools immediately; only the notice is debounced.
-        self.box.current = catalogue.build(self._lists, self.separator, self.box.current.version + 1)
+        self.box.current = self._build()
         if self._flush_timer is None:
             self._flush_timer = gevent.spawn_later(LIST_CHANGED_DEBOUNCE, self._tell_flush)
 
+    def _build(self) -> Catalogue:
+        return catalogue.build(self._lists, self.separator, self.box.current.version + 1, self.reserved)
+
     def _tell_flush(self) -> None:
-        try:
-            self.actor_ref.tell(_Flush())
-        except pykka.ActorDeadError:
-            pass
+        tell(self.actor_ref, _Flush())  # False: it stopped meanwhile, and nobody waits for the notice
 
     def _rebuild(self) -> None:
         changed, self._changed = frozenset(self._changed), set()

@@ -127,9 +127,11 @@ class ServerLists:
     instructions: str = ""  # the server's initialize instructions: search text, never shown to clients
 
 
-def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Catalogue:
+def build(lists: Mapping[str, ServerLists], separator: str, version: int,
+          reserved: frozenset = frozenset()) -> Catalogue:
     """Deterministic: servers in name order, each one's tools and prompts by name; on a
-    collision the first keeps the name."""
+    collision the first keeps the name. `reserved`: troupe's own tool names (meta-tools and
+    core tools); a server's tool that would take one is renamed, whatever the order."""
     collisions: list[str] = []
     tool_index: dict[str, Entry] = {}
     prompt_index: dict[str, Entry] = {}
@@ -141,7 +143,7 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
         sl = lists[server]
         # Within a server, by name: the order a client sees never depends on how an upstream
         # happened to list (two instances with the same catalogue serve the same pages).
-        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool")
+        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", reserved)
         _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt")
         for res in sl.resources:
             uri = res.get("uri")
@@ -155,6 +157,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
             resource_index[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({**res, "uri": exposed}))
         for kind, original in sl.withheld:
             qualified = naming.qualify(sl.prefix, separator, original)
+            if kind == "tools" and qualified in reserved:  # the name it would have once approved
+                qualified = naming.disambiguate(qualified, server, reserved)
             withheld[(kind, qualified)] = Withheld(qualified, server, original, kind)
         for tpl in sl.templates:
             if isinstance(tpl.get("uriTemplate"), str):
@@ -178,12 +182,24 @@ def _by_name(item) -> str:
     return name if isinstance(name, str) else ""
 
 
-def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str) -> None:
+def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str,
+               reserved: frozenset = frozenset()) -> None:
+    seen: set[str] = set()
     for item in items:
         original = item.get("name")
         if not isinstance(original, str) or not original:
             continue
+        if original in seen:  # before any renaming, which would give the second copy a name of its own
+            collisions.append(f"{kind} {original!r} listed twice by {sl.server}; second ignored")
+            continue
+        seen.add(original)
         name = naming.qualify(sl.prefix, separator, original)
+        if name in reserved:
+            # troupe's own name, in both modes: a client asking for it always reaches troupe's
+            # tool, so the server's is renamed as in any collision (a server cannot win it).
+            new = naming.disambiguate(name, sl.server, index.keys() | reserved)
+            collisions.append(f"{kind} {name!r} of {sl.server} renamed {new!r} (troupe's own tool keeps it)")
+            name = new
         if name in index:
             first = index[name]
             if first.server == sl.server:

@@ -18,6 +18,7 @@ from loguru import logger
 
 from actors.cluster.link import LinkDown, RedisLink
 from actors.cluster.settings import ClusterConfig
+from actors.tells import tell
 
 BEATS_PER_LEASE = 3  # a heartbeat every lease/3: two may be lost before the key expires
 MAX_BACKOFF_S = 30.0  # while Redis is down, the heartbeat probes it at most this far apart
@@ -139,8 +140,9 @@ def read_instances(link: RedisLink) -> list[dict]:
 def instances_status(ref: Any, timeout: float = 3.0) -> list[dict] | dict:
     """For /status: the instances, or {"error": why} when Redis cannot be read."""
     future = pykka.ThreadingFuture()
+    if not tell(ref, GetInstances(future)):
+        return {"error": "the instance registry has stopped"}
     try:
-        ref.tell(GetInstances(future))
         return future.get(timeout=timeout)
     except Exception as exc:  # LinkDown, a timeout, a stopped registry: the report says so
         return {"error": str(exc) or type(exc).__name__}

@@ -19,6 +19,7 @@ from actors.trust import ledger
 from actors.discovery.clients import BY_NAME
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
+from actors.tells import tell
 
 ASK_MARGIN = 5.0  # on top of the configured deadlines, for actor start-up and merging
 STOP_TIMEOUT = 10.0
@@ -95,13 +96,15 @@ def run(args: Any = None, /, **kwargs) -> int:
                                        project_root=settings.project_root, reserved_names=reserved,
                                        health=health, run_at_start=False, trust_box=box)
         reply = pykka.ThreadingFuture()
-        engine.tell(RunDiscovery(reply))
+        if not tell(engine, RunDiscovery(reply)):
+            raise RuntimeError("the discovery engine stopped")
         report = reply.get(timeout=settings.deadline + ASK_MARGIN)
         checks: dict = {}
         if health is not None and report.services:
             rounds = math.ceil(len(report.services) / settings.health.concurrency)
             reply = pykka.ThreadingFuture()
-            health.tell(CheckHealth(None, reply))
+            if not tell(health, CheckHealth(None, reply)):
+                raise RuntimeError("the health checker stopped")
             checks = reply.get(timeout=rounds * (settings.health.timeout + ASK_MARGIN) + ASK_MARGIN)
     except pykka.Timeout:
         print("troupe discover: timed out", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import Mapping
 
 import gevent
 import pykka
+from actors.tells import tell
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +48,9 @@ def collect(engine: pykka.ActorRef, cycle: int, futures: dict, deadline: float, 
             failed[name] = f"{name}: no answer within {deadline:g}s; its last results are kept"
         except Exception as exc:
             failed[name] = str(exc) or f"{name}: {type(exc).__name__}"
-    try:
-        engine.tell(CycleDone(cycle, MappingProxyType(results), MappingProxyType(failed), started,
-                              time.monotonic() - t0))
-    except pykka.ActorDeadError:
-        pass
+    # False: the engine stopped meanwhile, and its waiters were failed when it did.
+    tell(engine, CycleDone(cycle, MappingProxyType(results), MappingProxyType(failed), started,
+                           time.monotonic() - t0))
 
 
 def tick_every(engine: pykka.ActorRef, interval: float) -> None:

@@ -1,6 +1,7 @@
 """DiscoveryEngine actor: runs the providers, merges their records, names services, tells the owner."""
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from types import MappingProxyType
@@ -40,6 +41,7 @@ from actors.discovery.watcher import watch
 from actors.trust import provenance as trust
 from actors.trust.keeper import TrustBox
 from actors.trust.messages import TrustChanged
+from actors.tells import tell
 
 STOP_TIMEOUT = 8.0  # providers and the owned health checker, stopped in parallel
 
@@ -124,7 +126,8 @@ class DiscoveryEngine(pykka.ThreadingActor):
                 self._greenlets.append(watch(self._watched, self._files_changed, s.watch_interval))
             if s.interval > 0:
                 self._greenlets.append(gevent.spawn(tick_every, self.actor_ref, s.interval))
-        self._bus.subscribe(self._token, self.actor_ref.tell, types=(HealthChanged.__name__,))
+        # Guarded: the bus may deliver one more event after this engine stopped.
+        self._bus.subscribe(self._token, functools.partial(tell, self.actor_ref), types=(HealthChanged.__name__,))
         if self._health_ref is None and s.health.enabled:
             # Without is_connected we cannot tell which servers the supervisor runs, so the
             # schedule leaves auto-started ones to it rather than launch a second copy of each.
@@ -138,7 +141,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
             self._request_cycle(None)  # asynchronous: on_start never waits for providers
 
     def _files_changed(self, paths: tuple) -> None:
-        self.actor_ref.tell(FilesChanged(paths))
+        tell(self.actor_ref, FilesChanged(paths))  # from the watcher: False once the engine stopped
 
     def on_stop(self) -> None:
         self._stop_children()
@@ -306,10 +309,8 @@ class DiscoveryEngine(pykka.ThreadingActor):
         # never launched, not even to probe it.
         configs = tuple(cfg for cfg in (svc.config(n) for n, svc in sorted(self._named.items()))
                         if cfg.enabled and self._may_run(cfg))
-        try:
-            self._health_ref.tell(SetServices(configs))
-        except pykka.ActorDeadError:
-            pass
+        if not tell(self._health_ref, SetServices(configs)):
+            logger.warning("discovery: the health checker has stopped; {} services not handed to it", len(configs))
 
     # ---------------------------------------------------------------- registration
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from actors.downstream.metatools import MetaError, _tool, text_result
+from actors.downstream.metatools import META_NAMES, MetaError, _tool, text_result
 from actors.workflows import tools as workflow_tools
 
 _NAME = {"name": {"type": "string", "description": "Server name, as core_mcpserver_list shows it."}}
@@ -37,6 +37,9 @@ CORE_TOOLS = (
 ) + workflow_tools.CORE_TOOLS
 CORE_NAMES = frozenset(t["name"] for t in CORE_TOOLS)
 BY_NAME = {t["name"]: t for t in CORE_TOOLS}
+# troupe's own tool names, in either mode and whatever the operator's config: the Registry renames
+# a server's tool that would take one (catalogue.build), and flat mode never passes one through.
+RESERVED_NAMES = META_NAMES | CORE_NAMES
 # Operator acts a model must not take unless the operator says so (serve.client_admin: true):
 # a client of the MCP endpoint may be steered by a prompt injection.
 ADMIN_TOOLS = frozenset({"core_service_restart", "core_service_stop", "core_service_start",

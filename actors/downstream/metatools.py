@@ -156,7 +156,7 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth:
         tool_name = _required_str(args, "name")
         entry = cat.tool(tool_name)
         if entry is None:
-            raise MetaError(f"unknown tool {tool_name!r}; use list_tools or filter_tools to find names")
+            return _describe_own(tool_name, core_tools)
         d = dict(entry.definition)
         example = {"name": "call_tool", "arguments": {"name": entry.name,
                                                       "arguments": example_arguments(d.get("inputSchema") or {})}}
@@ -189,6 +189,25 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth:
             raise MetaError(f"unknown prompt {prompt_name!r}; use list_prompts to find names")
         return text_result({"prompt": dict(entry.definition), "server": entry.server})
     raise MetaError(f"unknown meta-tool {name!r}")
+
+
+OWN_SERVER = "troupe"  # what describe_tool names as the server of troupe's own tools
+
+
+def _describe_own(name: str, core_tools: tuple) -> dict:
+    """troupe's own tool of that name (a meta-tool, or a core tool this client sees): a server's
+    tool never takes such a name (catalogue.build renames it), so this is the only answer."""
+    own = next((t for t in core_tools if t["name"] == name), None)
+    meta = own is None and name in META_NAMES
+    if meta:
+        own = next(t for t in META_TOOLS if t["name"] == name)
+    if own is None:
+        raise MetaError(f"unknown tool {name!r}; use list_tools or filter_tools to find names")
+    arguments = example_arguments(own.get("inputSchema") or {})
+    # A meta-tool is called directly; a core tool through call_tool as well as directly.
+    example = {"name": name, "arguments": arguments} if meta else \
+        {"name": "call_tool", "arguments": {"name": name, "arguments": arguments}}
+    return text_result({"tool": own, "server": OWN_SERVER, "original_name": name, "example": example})
 
 
 def _paged_summaries(entries, total: int, limit: int, offset: int) -> dict:

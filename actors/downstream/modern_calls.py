@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pykka
-
 from actors.downstream.client_requests import NEEDS
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.replies import ignore
@@ -104,10 +102,8 @@ class ModernRequests:
         def unsubscribe(server: str, uri: str) -> None:
             ref = self._ctx.connection(server)
             if ref is not None:
-                try:
-                    ref.tell(Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self._listen_origin(rid)))
-                except pykka.ActorDeadError:
-                    pass  # a new generation of it never heard of this subscription
+                # False: a new generation of it never heard of this subscription
+                _tell(ref, Forward("resources/unsubscribe", {"uri": uri}, ignore, origin=self._listen_origin(rid)))
         return unsubscribe
 
     # ---------------------------------------------------------------- what a request's envelope decides

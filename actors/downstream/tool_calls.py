@@ -76,6 +76,9 @@ class ToolRequests:
         if entry is None and self._fw.starting_up():
             self._fw.defer(msg, sink)  # its server may still be starting
             return
+        if entry is None and name in coretools.RESERVED_NAMES:  # troupe's own name: never passed through
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, _reserved_message(name, self._mode, cat)))
+            return
         bare = self._view.passthrough_server() if entry is None and self._mode == "flat" else None
         if bare is not None:
             self._fw.forward(rid, bare, "tools/call", params, sink, passthrough())
@@ -137,6 +140,11 @@ class ToolRequests:
                 if not isinstance(inner, dict):
                     raise metatools.MetaError(f"'arguments' for {target} must be an object")
                 entry = cat.tool(target)
+                if entry is None and target in coretools.CORE_NAMES and self._view.sees_core(coretools.BY_NAME[target]):
+                    self._core(rid, target, inner, sink)  # troupe's own: no server's tool has its name
+                    return
+                if entry is None and target in metatools.META_NAMES:
+                    raise metatools.MetaError(f"{target} is one of troupe's meta-tools: call it directly")
                 held = cat.withheld_tool(target) if entry is None else None
                 if held is not None:
                     raise metatools.MetaError(held.message())
@@ -171,3 +179,12 @@ class ToolRequests:
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 
+
+def _reserved_message(name: str, mode: str, cat: Catalogue) -> str:
+    """Why troupe's own name did not reach a tool here, and where a server's tool of that name went."""
+    what = "one of troupe's meta-tools, served in meta mode" if name in metatools.META_NAMES and mode == "flat" \
+        else "not available to this client"
+    # Only on this error path: the entries a reserved name was taken from (renamed by catalogue.build).
+    renamed = [e.name for e in cat.tools if e.original == name and e.name != name]
+    hint = f"; a server's tool of that name is listed as {', '.join(renamed)}" if renamed else ""
+    return f"unknown tool: {name} is {what}{hint}"

@@ -10,6 +10,7 @@ import pykka
 from loguru import logger
 
 from actors.events.kinds import Event
+from actors.tells import tell
 
 HISTORY_SIZE = 500  # events kept for /events and core_events…
 HISTORY_BYTES = 1024 * 1024  # …and at most this many bytes of them (as JSON), oldest dropped first
@@ -106,22 +107,18 @@ class BusClient:
         self.ref = ref
 
     def publish(self, event: Event) -> None:
-        try:
-            self.ref.tell(Publish(event))
-        except pykka.ActorDeadError:
-            pass  # shutting down: nobody is left to hear it
+        tell(self.ref, Publish(event))  # False: shutting down, nobody is left to hear it
 
     def subscribe(self, token, callback, types=()) -> None:
-        self.ref.tell(Subscribe(token, callback, frozenset(types)))
+        if not tell(self.ref, Subscribe(token, callback, frozenset(types))):
+            logger.debug("bus: stopped, subscription {!r} not taken", token)
 
     def unsubscribe(self, token) -> None:
-        try:
-            self.ref.tell(Unsubscribe(token))
-        except pykka.ActorDeadError:
-            pass
+        tell(self.ref, Unsubscribe(token))  # False: a stopped bus has no subscribers left
 
     def history(self, limit: int = 100, timeout: float = 5.0) -> list:
         """Edge-code only (HTTP handlers, tools run in their own greenlet)."""
         fut = pykka.ThreadingFuture()
-        self.ref.tell(GetHistory(fut.set, limit))
+        if not tell(self.ref, GetHistory(fut.set, limit)):
+            return []  # shutting down: no history is kept any more
         return fut.get(timeout=timeout)

@@ -28,6 +28,7 @@ from actors.serve import modern_headers, sse_framing as sse
 from actors.serve.listener import SOCKET_KEY
 from actors.serve.security import CLIENT_KEY
 from actors.serve.modern_headers import HeaderMismatch, header
+from actors.tells import tell
 
 LISTEN = "subscriptions/listen"
 SUBSCRIPTION_META = modern.META_PREFIX + "subscriptionId"
@@ -341,10 +342,7 @@ class ModernFront:
         if not call.answered and call.session is not None:
             cancel = jsonrpc.notification("notifications/cancelled", {
                 "requestId": call.our_id, "reason": "the client closed the response"})
-            try:
-                call.session.tell(ClientMessage(cancel, _ignore))
-            except pykka.ActorDeadError:
-                pass  # its Session is gone, and its calls with it
+            tell(call.session, ClientMessage(cancel, _ignore))  # False: its Session is gone, its calls with it
 
     def _send(self, call: _Call, message: dict, who: str = "http") -> bool:
         """Hand the request to the Session _open bound it to; a dead one is replaced once (its open
@@ -385,10 +383,7 @@ class ModernFront:
         for call in calls:
             call.replies.put(_CLOSING)
         for ref in refs:
-            try:
-                ref.tell(ClientGone("troupe shutting down"))
-            except pykka.ActorDeadError:
-                pass
+            tell(ref, ClientGone("troupe shutting down"))  # False: that one has stopped already
         return refs
 
     def summary(self) -> dict:

@@ -15,6 +15,7 @@ from loguru import logger
 from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc
 from actors.downstream.session import Session
+from actors.tells import tell
 
 RETRY_AFTER_S = 5  # what a 503 at the session cap asks the client to wait before trying again
 REAP_EVERY_MIN_S = 0.2  # the reaper looks for expired sessions every session_idle / 4, within these bounds
@@ -67,10 +68,7 @@ class HttpSession:
 
     def _close(self, reason: str) -> None:
         self.closed = True
-        try:
-            self.ref.tell(ClientGone(reason))
-        except pykka.ActorDeadError:
-            pass
+        tell(self.ref, ClientGone(reason))  # False: the Session stopped already; its calls are answered below
         if self.stream is not None:
             self.stream.put(CLOSE)
         # The session's upstream calls are cancelled, so no answer will come for them:

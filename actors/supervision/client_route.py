@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pykka
+
 from actors.settings.model import SHARE_PER_CLIENT
 from actors.supervision.directory import Directory, ServerView
 from actors.supervision.states import GATED_STATES, ServerState
@@ -67,7 +69,11 @@ class ClientRoute:
     client: str
 
     def tell(self, message) -> None:
-        self.supervisor.tell(ForClient(self.server, self.client, message))
+        try:
+            self.supervisor.tell(ForClient(self.server, self.client, message))
+        except pykka.ActorDeadError:
+            raise  # as a stopped ref's would: the caller's guarded tell (actors/tells.py) takes it
+
 
 
 def anonymous_refusal(server: str) -> str:

@@ -292,7 +292,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
             child.ref = None
         self.clients.server_stopped(child.config.name, reason)
         if forget:
-            self.registry.tell(DropServer(child.config.name))
+            if not _tell(self.registry, DropServer(child.config.name)):
+                logger.warning("{}: the registry has stopped; its tools stay in the last catalogue", child.config.name)
         self._set_state(child, state, reason)
 
     def _current(self, name: str, generation: int) -> Child | None:

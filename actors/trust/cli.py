@@ -18,6 +18,7 @@ from actors.settings import config as config_mod
 from actors.trust import ledger
 from actors.trust import provenance as trust
 from actors.trust.report import server_row, withheld_rows
+from actors.tells import tell
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SCAN_TIMEOUT = 30.0
@@ -162,7 +163,8 @@ def _discovered(config, args) -> tuple:
                                        project_root=settings.project_root,
                                        reserved_names=frozenset(s.name for s in config.servers), run_at_start=False)
         future = pykka.ThreadingFuture()
-        engine.tell(RunDiscovery(future))
+        if not tell(engine, RunDiscovery(future)):
+            raise RuntimeError("the discovery engine stopped")
         future.get(timeout=SCAN_TIMEOUT)
     finally:
         for ref in (engine, bus):

@@ -13,6 +13,7 @@ from actors.events.kinds import ApprovalDecided, ToolDefinitionChanged
 from actors.trust import ledger
 from actors.trust.ledger import Ledger, LedgerError, TrustSnapshot
 from actors.trust.messages import Decide, PinFirstSight, ReportWithheld, TrustChanged, WatchTrust
+from actors.tells import tell
 
 POLL_INTERVAL = 1.0  # seconds between stats of the file: `troupe approve` is seen within ~1 s
 # First-sight pins and withheld sets are written together after this delay: 50 servers
@@ -112,10 +113,7 @@ class TrustKeeper(pykka.ThreadingActor):
             self._flush_timer = gevent.spawn_later(WRITE_DELAY, self._tell_flush)
 
     def _tell_flush(self) -> None:
-        try:
-            self.actor_ref.tell(_Flush())
-        except pykka.ActorDeadError:
-            pass
+        tell(self.actor_ref, _Flush())  # False: it stopped meanwhile; on_stop wrote what was queued
 
     def _flush(self) -> None:
         if not self._queued:

@@ -1,6 +1,7 @@
 """Connection actor: the client side of MCP for one upstream server."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import pykka
@@ -41,6 +42,7 @@ from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
 from actors.upstream.waiting import WaitingLine
+from actors.tells import tell
 
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 # troupe's own requests that say nothing of the server's health when they time out
@@ -89,8 +91,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             on_list_changed=self._list_changed)
         self._ready = False
         self._failed = False
-        self.liveness = Liveness(config.name, generation, hung_after, report=supervisor.tell, fail=self._fail,
-                                 ping=self._liveness_probe, log=self.log)
+        self.liveness = Liveness(config.name, generation, hung_after, report=functools.partial(tell, supervisor),
+                                 fail=self._fail, ping=self._liveness_probe, log=self.log)
         self._init_era(era)
         self._log_budget = LogBudget()  # log lines about what the server sent that troupe dropped
         self.capabilities: dict = {}
@@ -117,10 +119,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
     def on_stop(self) -> None:
         self.modern.close()
         self._fail_all(f"{self.config.name}: connection stopped")
-        try:  # its totals outlive it: the supervisor adds them to the server's
-            self.supervisor.tell(ConnectionRetired(self.config.name, self.generation, self.stats.snapshot()))
-        except pykka.ActorDeadError:
-            pass
+        # Its totals outlive it: the supervisor adds them to the server's (False: troupe is stopping).
+        tell(self.supervisor, ConnectionRetired(self.config.name, self.generation, self.stats.snapshot()))
         if self.transport is not None:
             try:
                 self.transport.close()
@@ -138,10 +138,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         return self.transport.describe() if self.transport is not None else {}
 
     def _tell(self, message) -> None:
-        try:
-            self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # late news for a stopped connection: nobody is waiting for it
+        tell(self.actor_ref, message)  # False: late news for a stopped connection, nobody is waiting for it
 
     def _from_transport(self, message) -> None:
         self._tell(Inbound(message))
@@ -169,21 +166,22 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         if self.era == MODERN:
             lists = self._modern_lists(lists)
         if self.registry is not None:  # None: a client's own upstream (share: per_client) lists nothing
-            self.registry.tell(PublishServer(self.config.name, self.config.effective_prefix,
-                                             lists.get("tools", ()), lists.get("resources", ()),
-                                             lists.get("templates", ()), lists.get("prompts", ()),
-                                             self.capabilities, trust_identity(self.config), self.config.pin,
-                                             self.instructions))
+            # False: the registry stopped, so troupe is stopping; the lists have nobody to serve.
+            tell(self.registry, PublishServer(self.config.name, self.config.effective_prefix,
+                                              lists.get("tools", ()), lists.get("resources", ()),
+                                              lists.get("templates", ()), lists.get("prompts", ()),
+                                              self.capabilities, trust_identity(self.config), self.config.pin,
+                                              self.instructions))
         counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
         if not self._ready:
             self._ready = True
             self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
             if self.log_level:
                 self._set_log_level(self.log_level)
-            self.supervisor.tell(ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
-                                                 self.describe()))
+            tell(self.supervisor, ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
+                                                  self.describe()))
         else:
-            self.supervisor.tell(ConnectionCounts(self.config.name, self.generation, *counts))
+            tell(self.supervisor, ConnectionCounts(self.config.name, self.generation, *counts))
 
     def _list_changed(self, kinds: tuple) -> None:
         if self._ready:
@@ -385,7 +383,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self._ready = False
         self.log.warning("connection failed: {}", reason)
         self._fail_all(f"server {self.config.name} failed: {reason}")
-        self.supervisor.tell(ConnectionFailed(self.config.name, self.generation, reason))
+        # False: the supervisor stopped, and with it every connection it would restart.
+        tell(self.supervisor, ConnectionFailed(self.config.name, self.generation, reason))
 
     def _fail_all(self, message: str) -> None:
         lost = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name, link_lost=True)

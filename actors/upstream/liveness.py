@@ -25,7 +25,7 @@ class Liveness:
     fails the Connection. The requests troupe makes for itself (initialize, ping) never count.
     """
 
-    def __init__(self, server: str, generation: int, hung_after: int, *, report: Callable[[object], None],
+    def __init__(self, server: str, generation: int, hung_after: int, *, report: Callable[[object], object],
                  ping: Callable[[Callable, float], None], fail: Callable[[str], None], log=logger) -> None:
         self.server, self.generation = server, generation
         self._hung_after = hung_after  # timeouts in a row before a ping decides whether it is hung (0: never)

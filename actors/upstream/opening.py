@@ -12,6 +12,7 @@ from actors.messages import EraLearned, UpstreamError
 from actors.protocol import handshake, jsonrpc, modern_client
 from actors.protocol.modern_client import LEGACY, MODERN
 from actors.upstream.modern import ListenDue, ModernUpstream, valid_tools
+from actors.tells import tell
 
 INIT_TIMEOUT = 30.0  # the handshake, bounded separately from the per-call timeout
 PROBE_TIMEOUT = 5.0  # server/discover on stdio: a legacy server that ignores it is not waited for long
@@ -68,7 +69,7 @@ class EraOpening:
     def _learn(self, era: str) -> None:
         if era != self.era:
             self.era = era
-            self.supervisor.tell(EraLearned(self.config.name, self.generation, era))
+            tell(self.supervisor, EraLearned(self.config.name, self.generation, era))  # False: troupe is stopping
 
     def _discovered(self, outcome) -> None:
         if not self._probing:

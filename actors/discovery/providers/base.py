@@ -9,6 +9,7 @@ import pykka
 from loguru import logger
 
 from actors.discovery.messages import Discover, ProviderResult, fail, resolve
+from actors.tells import tell
 
 STOP_TIMEOUT = 5.0  # a scan being stopped gets this long to kill its children
 
@@ -69,10 +70,7 @@ class ProviderActor(pykka.ThreadingActor):
         except Exception as exc:  # a broken provider is reported, never fatal
             logger.exception("provider {} failed", self.provider)
             done = _ScanDone(error=f"{self.provider}: {type(exc).__name__}: {exc}")
-        try:
-            self.actor_ref.tell(done)
-        except pykka.ActorDeadError:
-            pass
+        tell(self.actor_ref, done)  # False: the provider stopped meanwhile; nobody waits for this scan
 
     def on_stop(self) -> None:
         if self._scan is not None:
