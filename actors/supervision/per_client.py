@@ -318,8 +318,15 @@ class OwnerBus:
             _tell(self.owner, event)
 
 
-def route_to_owner(route, owner, request, _origin):
+class OwnedRoute:
     """The router of a client's own upstream: every request it sends goes to its one client,
-    whether or not a call of that client is in flight (`route` is the Supervisor's router)."""
-    return route(request, owner)
+    whether or not a call of that client is in flight (`route` is the Supervisor's router).
+    `owner` says so to the Connection's ServerMessages, which then asks nobody else."""
 
+    __slots__ = ("route", "owner")
+
+    def __init__(self, route, owner) -> None:
+        self.route, self.owner = route, owner
+
+    def __call__(self, request, _origin):
+        return self.route(request, self.owner)

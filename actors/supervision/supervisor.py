@@ -1,7 +1,6 @@
 """Supervisor actor: starts one Connection per server, restarts with backoff, reports status."""
 from __future__ import annotations
 
-import functools
 import time
 from types import MappingProxyType
 
@@ -22,7 +21,7 @@ from actors.protocol import mcp
 from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
-from actors.supervision.per_client import ClientUpstreams, OwnerBus, route_to_owner
+from actors.supervision.per_client import ClientUpstreams, OwnerBus, OwnedRoute
 from actors.supervision.directory import Directory, DirectoryBox
 from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
@@ -263,8 +262,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     def _connect_for_client(self, child: Child, owner) -> pykka.ActorRef:
         """A client's own upstream: here even in a cluster (its client is here), listing nothing into
         the catalogue; every request, log line and resource update it sends goes to its one client."""
-        route = functools.partial(route_to_owner, self.route_server_request, owner) \
-            if self.route_server_request is not None else None
+        route = OwnedRoute(self.route_server_request, owner) if self.route_server_request is not None else None
         return self._connect(child.config, child, self.placement.era(self.children[child.config.name]), route, None,
                              OwnerBus(owner))
 

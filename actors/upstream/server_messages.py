@@ -52,11 +52,15 @@ class ServerMessages:
             self._send(jsonrpc.error(uid, jsonrpc.METHOD_NOT_FOUND, f"troupe does not relay {method}"))
             return
         asker = self._requests.asker(related)
-        if isinstance(asker, str):  # nobody's, or troupe cannot tell whose: nobody is asked
+        owner = getattr(router, "owner", None)  # a client's own upstream (share: per_client) asks only it
+        if owner is not None:
+            origin, origin_request = owner, asker[1] if isinstance(asker, tuple) else None
+        elif isinstance(asker, str):  # nobody's, or troupe cannot tell whose: nobody is asked
             self._log.info("refused the server's {}: {}", method, asker)
             self._send(jsonrpc.error(uid, jsonrpc.INVALID_REQUEST, f"troupe refuses {method}: {asker}"))
             return
-        origin, origin_request = asker
+        else:
+            origin, origin_request = asker
         answer_later = self._answer_later
 
         def on_reply(outcome) -> None:  # runs in the session's greenlet
