@@ -7,25 +7,18 @@ import gevent
 import pykka
 from loguru import logger
 
-from actors.catalogue import snapshot as catalogue
+from actors.catalogue import snapshot as catalogue, views
 from actors.events.bus import BusClient
 from actors.catalogue.snapshot import Catalogue, ServerLists
 from actors.events.kinds import ToolsChanged
 from actors.messages import DropServer, PublishServer
+from actors.published import Published, Publisher
 from actors.tells import tell
-from actors.trust.keeper import TrustBox
-from actors.trust.ledger import KINDS, Pinned
+from actors.trust.ledger import KINDS, Pinned, TrustSnapshot
 from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
 from actors.trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
-
-
-class CatalogueBox:
-    """Holds the current snapshot; readers take `.current` with no actor hop."""
-
-    def __init__(self) -> None:
-        self.current = Catalogue()
 
 
 class _Flush:
@@ -39,16 +32,19 @@ class Registry(pykka.ThreadingActor):
     Receives PublishServer (a connection's full lists), DropServer, TrustChanged, and _Flush
     from its own debounce timer.
     Screens each server's tools and prompts against their pins (a changed or new
-    definition is withheld, not shown), builds a new immutable Catalogue into the box
-    at once, and debounces the ToolsChanged notice to the bus. Tells the TrustKeeper
-    what to pin on first sight (PinFirstSight) and what it withholds (ReportWithheld).
+    definition is withheld, not shown), builds a new immutable Catalogue, with the view of
+    each configured profile and each list's digest, and publishes it at once (it alone holds
+    the catalogue's Publisher); debounces the ToolsChanged notice to the bus. Tells the
+    TrustKeeper what to pin on first sight (PinFirstSight) and what it withholds (ReportWithheld).
     """
 
-    def __init__(self, box: CatalogueBox, bus: BusClient, separator: str = "__", *,
-                 trust_box: TrustBox | None = None, keeper: pykka.ActorRef | None = None) -> None:
+    def __init__(self, writer: Publisher[Catalogue], bus: BusClient, separator: str = "__", *,
+                 trust_box: Published[TrustSnapshot] | None = None, keeper: pykka.ActorRef | None = None,
+                 profiles: tuple = ()) -> None:
         super().__init__()
-        self.box, self.bus, self.separator = box, bus, separator
-        self.trust, self.keeper = trust_box or TrustBox(), keeper
+        self.writer, self.bus, self.separator = writer, bus, separator
+        self.trust, self.keeper = trust_box or Published.constant(TrustSnapshot()), keeper
+        self.profiles = tuple(profiles)  # config.profiles: fixed for the runtime's life (reload keeps them)
         self._published: dict[str, tuple] = {}  # server → (PublishServer as listed, its digests)
         self._first_sight: dict[str, Pinned] = {}  # identity → pins told to the keeper, until its snapshot has them
         self._lists: dict[str, ServerLists] = {}
@@ -102,7 +98,7 @@ class Registry(pykka.ThreadingActor):
         changed = _diff(old, new)
         if not changed and old is not None and old.instructions != new.instructions:
             # Only search reads them: a new snapshot, but nothing a client's lists would show.
-            self.box.current = catalogue.build(self._lists, self.separator, self.box.current.version + 1)
+            self._publish()
         return changed
 
     def _tell_keeper(self, message) -> None:
@@ -116,9 +112,17 @@ class Registry(pykka.ThreadingActor):
             return
         self._changed |= lists
         # Rebuild at once so callers see new tools immediately; only the notice is debounced.
-        self.box.current = catalogue.build(self._lists, self.separator, self.box.current.version + 1)
+        self._publish()
         if self._flush_timer is None:
             self._flush_timer = gevent.spawn_later(LIST_CHANGED_DEBOUNCE, self._tell_flush)
+
+    def _publish(self) -> None:
+        """Build the next snapshot whole, everything readers derive from it included (the views
+        of every configured profile, each list's digest), then publish it in one store: no
+        reader ever builds or stores into a snapshot (the search index and validators are the
+        snapshot's own lazy attributes, see Catalogue)."""
+        cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1)
+        self.writer.publish(views.with_views(cat, self.profiles))
 
     def _tell_flush(self) -> None:
         try:
@@ -129,7 +133,7 @@ class Registry(pykka.ThreadingActor):
     def _rebuild(self) -> None:
         changed, self._changed = frozenset(self._changed), set()
         if changed:
-            self.bus.publish(ToolsChanged(lists=changed, version=self.box.current.version))
+            self.bus.publish(ToolsChanged(lists=changed, version=self.writer.current.version))
 
     def on_stop(self) -> None:
         if self._flush_timer is not None:

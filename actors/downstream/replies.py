@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 from typing import Any
 
-import orjson
-
+from actors.catalogue.digests import content_digest  # noqa: F401 - page()'s callers digest with it
 from actors.downstream import metatools
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
@@ -14,13 +12,6 @@ from actors.protocol.modern import MISSING_CAPABILITY
 
 
 PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
-DIGEST_CHARS = 22  # of a URL-safe base64 SHA-256: 132 bits, plenty to tell catalogues apart
-
-
-def content_digest(items: list) -> str:
-    """A digest of a list's content (keys sorted): equal lists give equal digests in any process."""
-    raw = hashlib.sha256(orjson.dumps(items, option=orjson.OPT_SORT_KEYS)).digest()
-    return base64.urlsafe_b64encode(raw).decode()[:DIGEST_CHARS]
 
 
 def page(items: list, params: dict, key: str, digest: str) -> dict:

@@ -18,7 +18,8 @@ from actors.downstream.forwarding import IDEMPOTENT_METHODS, ForwardedCalls, Ret
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.input_rounds import InputAnswered, InputRounds, ParkExpired
 from actors.downstream.modern_calls import ModernCalls
-from actors.downstream.replies import BadCursor, content_digest, ignore, page
+from actors.catalogue.digests import cursor_digest
+from actors.downstream.replies import BadCursor, ignore, page
 from actors.downstream.resource_calls import ResourceCalls
 from actors.downstream.tool_calls import ToolCalls
 from actors.events.kinds import ResourceUpdated, ServerLogged
@@ -267,7 +268,7 @@ class Session(ToolCalls, ResourceCalls, CachedCalls, ModernCalls, InputRounds, L
     def _paged(self, rid, params, sink, items, key, cat, variant=()) -> None:
         """One page of `items` (cut from snapshot `cat`; `variant` names what else shaped them),
         its cursor a digest of their content: any instance with the same catalogue continues it."""
-        digest = cat.derived(("cursor", key, variant), lambda: content_digest(items))
+        digest = cursor_digest(cat, key, variant)
         try:
             sink(jsonrpc.result(rid, page(items, params, key, digest)))
         except BadCursor as exc:

@@ -50,8 +50,9 @@ class ToolCalls:
             self._served_version["tools"] = cat.version
         admin = self.rt.config.serve.client_admin
         tools = list(metatools.META_TOOLS) if self.mode == "meta" else list(cat.tool_list)
-        tools += [t for t in coretools.listed(admin) if self.sees_core(t)]
-        self._paged(rid, params, sink, tools, "tools", cat, (self.mode, admin))
+        core = [t for t in coretools.listed(admin) if self.sees_core(t)]
+        # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
+        self._paged(rid, params, sink, tools + core, "tools", cat, (self.mode, tuple(t["name"] for t in core)))
 
     def _tools_call(self, rid, params, sink, msg) -> None:
         name, args = params.get("name"), params.get("arguments")

@@ -20,7 +20,7 @@ from actors.protocol import mcp
 from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
-from actors.supervision.directory import Directory, DirectoryBox
+from actors.supervision.directory import Directory
 from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
@@ -28,7 +28,8 @@ from actors.supervision.states import CALLABLE_STATES, GATED_STATES, ServerState
 from actors.supervision.signin import SignedIn, SignInGate, SignInRequired
 from actors.tells import fail as _fail, tell as _tell
 from actors.trust import provenance as trust
-from actors.trust.keeper import TrustBox
+from actors.published import Published, Publisher
+from actors.trust.ledger import TrustSnapshot
 from actors.trust.messages import TrustChanged
 from actors.upstream.connection import Connection, make_transport
 
@@ -44,25 +45,25 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     SignInRequired (OAuth, from the AuthKeeper: signin.py), and in a cluster JoinedCluster and LeaseChanged (a `single`
     server runs here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
     Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
-    circuit on a crash loop, and after every change publishes an immutable Directory into its box:
-    sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
+    circuit on a crash loop, and after every change publishes an immutable Directory (it alone holds
+    the Publisher): sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
     connections, DropServer to the Registry, and ServerStateChanged, ServerConnected, ServerDisconnected,
     ServerRestarted, CircuitOpened, StartupSettled and ApprovalAwaited to the bus.
     """
 
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
-                 directory: DirectoryBox | None = None, settled: gevent.event.Event | None = None,
-                 route_server_request=None, trust_box: TrustBox | None = None, placement=None) -> None:
+                 directory: Publisher[Directory] | None = None, settled: gevent.event.Event | None = None,
+                 route_server_request=None, trust_box: Published[TrustSnapshot] | None = None, placement=None) -> None:
         super().__init__()
         # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
-        self.trust = trust_box or TrustBox()
+        self.trust = trust_box or Published.constant(TrustSnapshot())
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
         # What upstreams are told troupe can relay, and who their requests for a client go to.
         self.transport_factory, self.client_capabilities = transport_factory, client_capabilities
         self.route_server_request = route_server_request
         self.children: dict[str, Child] = {}  # ours alone; others read self.directory.current
-        self.directory = directory if directory is not None else DirectoryBox()
+        self.directory = directory if directory is not None else Published.create(Directory())[1]
         self.started_at, self.url = time.time(), None
         self.settled = settled if settled is not None else gevent.event.Event()
         self._initial = tuple(servers)
@@ -104,7 +105,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         """A new Directory after each change: readers never see a Child record."""
         views = {name: c.view() for name, c in self.children.items()}
         if views != dict(self.directory.current.servers):
-            self.directory.current = Directory(self.directory.current.version + 1, MappingProxyType(views))
+            self.directory.publish(Directory(self.directory.current.version + 1, MappingProxyType(views)))
 
     def _dispatch(self, message) -> None:
         match message:
