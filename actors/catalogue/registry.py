@@ -85,10 +85,10 @@ class Registry(pykka.ThreadingActor):
         if result.first_sight is not None and self.keeper is not None:
             self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
                                                        for k in KINDS))
-            self._tell_keeper(PinFirstSight(msg.identity, msg.server, result.first_sight))
+            self._tell_keeper(PinFirstSight.of(msg.identity, msg.server, result.first_sight))
         elif report and msg.pin and msg.identity and (result.withheld_count
                                                       or msg.identity in snapshot.withheld):
-            self._tell_keeper(ReportWithheld(msg.identity, msg.server, result.withheld))
+            self._tell_keeper(ReportWithheld.of(msg.identity, msg.server, result.withheld))
         new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
                           tuple(msg.templates), result.shown["prompts"],
                           withheld=tuple((kind, name) for kind, items in result.withheld.items() for name in items),
