@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from loguru import logger
 
@@ -18,10 +18,6 @@ def _compile_validator(entry: "Entry"):
     return compile_validator(entry.name, entry.definition.get("inputSchema"))
 
 
-def _definition_digest(entry: "Entry | ResourceEntry") -> str:
-    return content_digest(entry.definition)
-
-
 def _build_search_index(cat: "Catalogue"):
     from actors.catalogue.search import Index, fields
     return Index([fields(t, cat.instructions.get(t.server, "")) for t in cat.tools])
@@ -31,20 +27,22 @@ def _build_search_index(cat: "Catalogue"):
 class Entry:
     """One tool or prompt: its qualified name, owner and the definition to show clients.
 
-    `digest` (of the definition, built with the snapshot) and `validator` (its arguments'
-    compiled JSON Schema, built on the first call: compiling costs ~2 ms a tool, 19 s for
-    10,000, and most tools are never called) are lazy attributes of the entry (actors/lazy.py):
-    an Entry is shared by the catalogue, every profile's view and every workflow composition,
-    so each is built once per entry, never once per reader."""
+    `digest` (of the definition) is built with it; `validator` (its arguments' compiled JSON
+    Schema) is a lazy attribute (actors/lazy.py), built on the first call: compiling costs ~2 ms
+    a tool, 19 s for 10,000, and most tools are never called. An Entry is shared by the
+    catalogue, every profile's view and every workflow composition, so each is built once per
+    entry, never once per reader."""
 
     name: str  # qualified, what clients see
     server: str
     original: str  # the name the owning server knows
     definition: Mapping[str, Any]  # the upstream definition with `name` replaced
-    _digest: str = field(init=False, repr=False, compare=False)
+    digest: str = field(init=False, repr=False, compare=False)  # of the definition, for list digests
     _validator: Any = field(init=False, repr=False, compare=False)
 
-    digest = lazy(_definition_digest)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", content_digest(self.definition))  # once, by whoever builds it
+
     validator = lazy(_compile_validator)
 
 
@@ -57,9 +55,10 @@ class ResourceEntry:
     server: str
     original: str
     definition: Mapping[str, Any]
-    _digest: str = field(init=False, repr=False, compare=False)
+    digest: str = field(init=False, repr=False, compare=False)  # as Entry's
 
-    digest = lazy(_definition_digest)  # as Entry's
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", content_digest(self.definition))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +166,11 @@ class ServerLists:
     instructions: str = ""  # the server's initialize instructions: search text, never shown to clients
 
 
-def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Catalogue:
+def build(lists: Mapping[str, ServerLists], separator: str, version: int,
+          between: Callable[[], None] | None = None) -> Catalogue:
     """Deterministic: servers in name order, each one's tools and prompts by name; on a
-    collision the first keeps the name."""
+    collision the first keeps the name. `between()` runs after each server's part (the
+    Registry yields to the hub there: nothing is visible until the whole is returned)."""
     collisions: list[str] = []
     tool_index: dict[str, Entry] = {}
     prompt_index: dict[str, Entry] = {}
@@ -178,6 +179,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int) -> Cat
     withheld: dict[tuple, Withheld] = {}
     order = sorted(lists)
     for server in order:
+        if between is not None and server != order[0]:
+            between()
         sl = lists[server]
         # Within a server, by name: the order a client sees never depends on how an upstream
         # happened to list (two instances with the same catalogue serve the same pages).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import gevent
+import gevent.event
 import pykka
 import pytest
 
@@ -89,4 +91,38 @@ def test_the_registry_publishes_each_profiles_view_and_the_lists_digests_built()
         assert views.view(published, profile) is views.view(box.current, profile) is published.views[profile]
         assert published.digests["tools"] and published.views[profile].digests["tools"] != published.digests["tools"]
     finally:
+        pykka.ActorRegistry.stop_all()
+
+
+def test_a_big_publish_yields_to_the_hub_and_no_reader_sees_it_half_built(monkeypatch):
+    from actors.catalogue import registry as registry_module
+    yields: list = []
+    real = registry_module._yield
+    monkeypatch.setattr(registry_module, "_yield", lambda: (yields.append(box.current.version), real()))
+    bus = EventBus.start()
+    profile = views.Profile("ro", read_only=True)
+    box, writer = Published.create(Catalogue())
+    registry = Registry.start(writer, BusClient(bus), "__", profiles=(profile,))
+    many = tuple({"name": f"t{i}", "annotations": {"readOnlyHint": i % 2 == 0}} for i in range(3000))
+    seen: list = []
+    done = gevent.event.Event()
+
+    def watch():  # another greenlet reading while the Registry builds
+        while not done.is_set():
+            cat = box.current
+            seen.append((cat.version, len(cat.tools), profile in cat.views))
+            gevent.sleep(0)
+    watcher = gevent.spawn(watch)
+    try:
+        registry.tell(PublishServer("w", "w", many, identity="stdio:w", pin=False))
+        wait_until(lambda: len(box.current.tools) == 3000, 10, message="published")
+        done.set()
+        watcher.join(5)
+        assert len(box.current.views[profile].tools) == 1500
+        assert all(has_view for _, tools, has_view in seen if tools), "a snapshot was seen without its view"
+        assert any(tools == 0 for _, tools, _ in seen) and any(tools == 3000 for _, tools, _ in seen)
+        # It yielded between its stages (after the catalogue, after the view) with the old one still out.
+        assert len(yields) >= 2 and all(version == 0 for version in yields)
+    finally:
+        done.set()
         pykka.ActorRegistry.stop_all()
