@@ -21,23 +21,25 @@ from actors.messages import ApplyServers, ControlServer, GetStatus
 from actors.protocol import mcp, request_state
 from actors.supervision.placing import Placement
 from actors.supervision.policy import Policy
-from actors.catalogue.registry import CatalogueBox, Registry
+from actors.catalogue.registry import Registry
 from actors.downstream import coretools
 from actors.tells import tell as _tell
 from actors.redact import redact_url
 from actors.supervision import client_route
-from actors.supervision.directory import DirectoryBox
+from actors.supervision.directory import Directory
 from actors.messages import SetUrl
 from actors.supervision.states import ServerState
 from actors.supervision.supervisor import Supervisor
 from actors.trust import ledger
-from actors.trust.keeper import TrustBox, TrustKeeper
+from actors.trust.keeper import TrustKeeper
+from actors.trust.ledger import TrustSnapshot
 from actors.trust.messages import Decide, WatchTrust
 from actors.auth import report as auth_report, tokens as auth_tokens
-from actors.auth.access import AuthBox, UpstreamAuthAccess, split_key
+from actors.auth.access import UpstreamAuthAccess, auth_snapshot, split_key
 from actors.auth.keeper import AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
+from actors.published import Published
 from actors.workflows.service import WorkflowService
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
@@ -52,17 +54,20 @@ class Runtime:
                  home: str | None = None, project_root: str | None = None):
         self.config = config
         self.policy = policy or Policy()
-        self.box = CatalogueBox()
-        self.servers = DirectoryBox()  # the Supervisor's snapshot of every server
+        # The published snapshots: readers get the read side; each Publisher waits in _writers
+        # until start() hands it to its one owner actor, and nothing here keeps it after that.
+        self.box, catalogue = Published.create(Catalogue())  # the Registry's catalogue
+        self.servers, directory = Published.create(Directory())  # the Supervisor's snapshot of every server
+        self.trust, trust = Published.create(TrustSnapshot())  # the TrustKeeper's approvals and pins
+        self.auth, auth = auth_snapshot()  # upstream OAuth: the AuthKeeper publishes bearers here
+        self._writers: dict[str, Any] | None = dict(catalogue=catalogue, directory=directory, trust=trust, auth=auth)
         self.settled = gevent.event.Event()
         self.started_at = time.time()
         self._discovery_wanted = discovery
         self._home, self._project_root = home, project_root
         self.bus: BusClient | None = None
-        self.registry = self.supervisor = self.discovery = self.health = self.keeper = None
+        self.registry = self.supervisor = self.discovery = self.health = self.keeper = self.auth_keeper = None
         self.cache: pykka.ActorRef | None = None  # the CacheKeeper (actors/caching)
-        self.trust = TrustBox()
-        self.auth, self.auth_keeper = AuthBox(), None  # upstream OAuth: the AuthKeeper publishes bearers here
         home_dir = home or config.discovery.get("home")
         self.approvals_path = config.approvals_file or ledger.default_path(
             os.path.expanduser(home_dir) if home_dir else None)
@@ -86,16 +91,19 @@ class Runtime:
         if self.bus is not None:
             return self  # already started
         self.bus = BusClient(EventBus.start())
+        writers, self._writers = self._writers, None
+        assert writers is not None  # handed over once, here
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
-        self.keeper = TrustKeeper.start(self.approvals_path, self.trust, self.bus,
+        self.keeper = TrustKeeper.start(self.approvals_path, writers["trust"], self.bus,
                                         ledger=self.shared.ledger(self.approvals_path) if self.shared else None)
         # Tokens load before any connection starts: a server signed in before is reached with them.
-        self.auth_keeper = AuthKeeper.start(self.tokens_path, self.auth, lambda: self.supervisor)
+        self.auth_keeper = AuthKeeper.start(self.tokens_path, writers["auth"], lambda: self.supervisor)
         transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper))
-        self.registry = Registry.start(self.box, self.bus, self.config.serve.separator,
-                                       trust_box=self.trust, keeper=self.keeper, reserved=coretools.RESERVED_NAMES)
+        self.registry = Registry.start(writers["catalogue"], self.bus, self.config.serve.separator,
+                                       trust_box=self.trust, keeper=self.keeper, reserved=coretools.RESERVED_NAMES,
+                                       profiles=tuple(self.config.profiles.values()))
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
-                                           mode=self.config.serve.mode, directory=self.servers,
+                                           mode=self.config.serve.mode, directory=writers["directory"],
                                            settled=self.settled, client_capabilities=self.client_caps,
                                            transport_factory=transports,
                                            route_server_request=route_server_request, trust_box=self.trust,

@@ -1,4 +1,4 @@
-"""What an HTTP transport sees of OAuth: the current bearer of its server (read from the AuthBox
+"""What an HTTP transport sees of OAuth: the current bearer of its server (read from the published AuthSnapshot
 on every request) and a way to report a 401. Built by the runtime, handed to the transports."""
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import gevent.event
-
 from actors.auth.messages import Unauthorized
 from actors.auth.tokens import fingerprint
+from actors.published import Published, Publisher
 from actors.settings.upstream_auth import UpstreamAuth
 from actors.tells import tell
 
@@ -43,24 +42,16 @@ class AuthSnapshot:
         return f"AuthSnapshot(servers_with_token={len(self.bearers)}, waiting={sorted(self.sign_ins)!r})"
 
 
-class AuthBox:
-    """Holds the current AuthSnapshot; only the AuthKeeper replaces it (`publish`), anyone reads
-    `.current`; a transport whose token a refresh is replacing waits for the next one (`changed`)."""
-
-    def __init__(self) -> None:
-        self.current = AuthSnapshot()
-        self.changed = gevent.event.Event()  # set, and replaced, on every publish
-
-    def publish(self, snapshot: AuthSnapshot) -> None:
-        self.current = snapshot
-        waiters, self.changed = self.changed, gevent.event.Event()
-        waiters.set()
+def auth_snapshot() -> tuple[Published[AuthSnapshot], Publisher[AuthSnapshot]]:
+    """The published AuthSnapshot: only the AuthKeeper gets the Publisher; transports read
+    `.current`, and one whose token a refresh is replacing waits for the next (`changed`)."""
+    return Published.create(AuthSnapshot(), waitable=True)
 
 
 class UpstreamAuthAccess:
     """The transports' side: `bearer(url)` per request, `unauthorized(...)` on a 401."""
 
-    def __init__(self, box: AuthBox, keeper) -> None:
+    def __init__(self, box: Published[AuthSnapshot], keeper) -> None:
         self.box, self.keeper = box, keeper
 
     def bearer(self, url: str, client: str | None = None) -> str | None:

@@ -1,5 +1,6 @@
 """AuthKeeper actor: the one owner of the upstream OAuth grants, the sign-ins waiting for a browser
-and the token file; it publishes the current bearer per server into an AuthBox."""
+and the token file; it publishes the current bearer per server as a Published[AuthSnapshot]
+(whose Publisher it alone holds)."""
 from __future__ import annotations
 
 import time
@@ -12,9 +13,10 @@ import pykka
 from loguru import logger
 
 from actors.auth import flow
-from actors.auth.access import AuthBox, AuthSnapshot, grant_key, split_key
+from actors.auth.access import AuthSnapshot, grant_key, split_key
 from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, SignInRequired, Unauthorized
 from actors.auth.tokens import Grant, TokenStore, fingerprint
+from actors.published import Publisher
 from actors.redact import redact_url
 from actors.settings.upstream_auth import UpstreamAuth
 from actors.tells import fail, tell
@@ -69,7 +71,7 @@ class AuthKeeper(pykka.ThreadingActor):
     The network steps run in greenlets it spawns; their results come back as messages.
     """
 
-    def __init__(self, path: str, box: AuthBox, supervisor: Callable[[], Any]) -> None:
+    def __init__(self, path: str, box: Publisher[AuthSnapshot], supervisor: Callable[[], Any]) -> None:
         super().__init__()
         self.store, self.box, self._supervisor = TokenStore(path), box, supervisor
         self.grants: dict[str, Grant] = {}

@@ -7,25 +7,21 @@ import gevent
 import pykka
 from loguru import logger
 
-from actors.catalogue import snapshot as catalogue
+from actors.catalogue import snapshot as catalogue, views
 from actors.events.bus import BusClient
 from actors.catalogue.snapshot import Catalogue, ServerLists
 from actors.events.kinds import ToolsChanged
 from actors.messages import DropServer, PublishServer
+from actors.published import Published, Publisher
 from actors.tells import tell
-from actors.trust.keeper import TrustBox
-from actors.trust.ledger import KINDS, Pinned
+from actors.trust.ledger import KINDS, Pinned, TrustSnapshot
 from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
 from actors.trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
-
-
-class CatalogueBox:
-    """Holds the current snapshot; readers take `.current` with no actor hop."""
-
-    def __init__(self) -> None:
-        self.current = Catalogue()
+# Above this many tools a publish yields to the hub between its stages (each server's part of
+# the catalogue, then each profile's view): at 10,000 tools the whole costs ~120 ms of CPU.
+YIELD_ABOVE_TOOLS = 2000
 
 
 class _Flush:
@@ -42,18 +38,20 @@ class Registry(pykka.ThreadingActor):
     Receives PublishServer (a connection's full lists), DropServer, TrustChanged, and _Flush
     from its own debounce timer.
     Screens each server's tools and prompts against their pins (a changed or new
-    definition is withheld, not shown), builds a new immutable Catalogue into the box
-    at once, and debounces the ToolsChanged notice to the bus. Tells the TrustKeeper
-    what to pin on first sight (PinFirstSight) and what it withholds (ReportWithheld).
+    definition is withheld, not shown), builds a new immutable Catalogue, with the view of
+    each configured profile and each list's digest, and publishes it at once (it alone holds
+    the catalogue's Publisher); debounces the ToolsChanged notice to the bus. Tells the
+    TrustKeeper what to pin on first sight (PinFirstSight) and what it withholds (ReportWithheld).
     """
 
-    def __init__(self, box: CatalogueBox, bus: BusClient, separator: str = "__", *,
-                 trust_box: TrustBox | None = None, keeper: pykka.ActorRef | None = None,
-                 reserved: frozenset = frozenset()) -> None:
+    def __init__(self, writer: Publisher[Catalogue], bus: BusClient, separator: str = "__", *,
+                 trust_box: Published[TrustSnapshot] | None = None, keeper: pykka.ActorRef | None = None,
+                 reserved: frozenset = frozenset(), profiles: tuple = ()) -> None:
         super().__init__()
-        self.box, self.bus, self.separator = box, bus, separator
+        self.writer, self.bus, self.separator = writer, bus, separator
         self.reserved = frozenset(reserved)  # troupe's own tool names: no server's tool gets one
-        self.trust, self.keeper = trust_box or TrustBox(), keeper
+        self.trust, self.keeper = trust_box or Published.constant(TrustSnapshot()), keeper
+        self.profiles = tuple(profiles)  # config.profiles: fixed for the runtime's life (reload keeps them)
         self._published: dict[str, tuple] = {}  # server → (PublishServer as listed, its digests)
         self._first_sight: dict[str, Pinned] = {}  # identity → pins told to the keeper, until its snapshot has them
         self._lists: dict[str, ServerLists] = {}
@@ -94,10 +92,10 @@ class Registry(pykka.ThreadingActor):
         if result.first_sight is not None and self.keeper is not None:
             self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
                                                        for k in KINDS))
-            self._tell_keeper(PinFirstSight(msg.identity, msg.server, result.first_sight))
+            self._tell_keeper(PinFirstSight.of(msg.identity, msg.server, result.first_sight))
         elif report and msg.pin and msg.identity and (result.withheld_count
                                                       or msg.identity in snapshot.withheld):
-            self._tell_keeper(ReportWithheld(msg.identity, msg.server, result.withheld))
+            self._tell_keeper(ReportWithheld.of(msg.identity, msg.server, result.withheld))
         new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
                           tuple(msg.templates), result.shown["prompts"],
                           withheld=tuple((kind, name) for kind, items in result.withheld.items() for name in items),
@@ -107,7 +105,7 @@ class Registry(pykka.ThreadingActor):
         changed = _diff(old, new)
         if not changed and old is not None and old.instructions != new.instructions:
             # Only search reads them: a new snapshot, but nothing a client's lists would show.
-            self.box.current = self._build()
+            self._publish()
         return changed
 
     def _tell_keeper(self, message) -> None:
@@ -121,12 +119,23 @@ class Registry(pykka.ThreadingActor):
             return
         self._changed |= lists
         # Rebuild at once so callers see new tools immediately; only the notice is debounced.
-        self.box.current = self._build()
+        self._publish()
         if self._flush_timer is None:
             self._flush_timer = gevent.spawn_later(LIST_CHANGED_DEBOUNCE, self._tell_flush)
 
-    def _build(self) -> Catalogue:
-        return catalogue.build(self._lists, self.separator, self.box.current.version + 1, self.reserved)
+    def _publish(self) -> None:
+        """Build the next snapshot whole, everything readers derive from it included (the views
+        of every configured profile, each list's digest), then publish it in one store: no
+        reader ever builds or stores into a snapshot (the search index and validators are the
+        snapshot's own lazy attributes, see Catalogue)."""
+        # Readers keep the previous snapshot while the next is built: none sees it half-built.
+        big = sum(len(sl.tools) for sl in self._lists.values()) > YIELD_ABOVE_TOOLS
+        pause = _yield if big else None
+        cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1, self.reserved,
+                              between=pause)
+        if pause is not None and self.profiles:
+            pause()
+        self.writer.publish(views.with_views(cat, self.profiles, between=pause))
 
     def _tell_flush(self) -> None:
         tell(self.actor_ref, _Flush())  # False: it stopped meanwhile, and nobody waits for the notice
@@ -134,11 +143,15 @@ class Registry(pykka.ThreadingActor):
     def _rebuild(self) -> None:
         changed, self._changed = frozenset(self._changed), set()
         if changed:
-            self.bus.publish(ToolsChanged(lists=changed, version=self.box.current.version))
+            self.bus.publish(ToolsChanged(lists=changed, version=self.writer.current.version))
 
     def on_stop(self) -> None:
         if self._flush_timer is not None:
             self._flush_timer.kill(block=False)
+
+
+def _yield() -> None:
+    gevent.sleep(0)  # lets every other greenlet run once; the Registry's own mailbox waits
 
 
 def _diff(old: ServerLists | None, new: ServerLists) -> set[str]:

@@ -1,17 +1,18 @@
 """Profiles: what one client may see of the catalogue. A view is the catalogue cut down to a
-profile (its servers, its tool globs, read-only tools only), built once per catalogue snapshot
-and kept with it (Catalogue.derived), so every session in a profile reads the same view with no
-copy per request. A name outside the view is unknown to that client: lists, search, calls,
-resources, prompts and completion all read the view, never the whole catalogue.
+profile (its servers, its tool globs, read-only tools only), built by the Registry with each
+catalogue snapshot for every configured profile (with_views), so every session in a profile reads
+the same view with no copy per request and no reader ever writes into a snapshot. A name outside
+the view is unknown to that client: lists, search, calls, resources, prompts and completion all
+read the view, never the whole catalogue.
 """
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Callable
 
-import orjson
-
+from actors.catalogue.digests import combined
 from actors.catalogue.snapshot import Catalogue, Entry
 
 
@@ -63,10 +64,27 @@ def profile_of(config, client) -> Profile | None:
 
 def view(cat: Catalogue, profile: Profile | None) -> Catalogue:
     """The catalogue as a client in `profile` sees it (the catalogue itself for no profile or an
-    empty one). The same version: cursors and list_changed notices keep their meaning."""
+    empty one). The same version: cursors and list_changed notices keep their meaning.
+
+    The view the Registry built with the snapshot; for a profile it was not given (one made
+    outside the config, as a unit test does) a fresh cut, kept by nobody."""
     if profile is None or profile.everything:
         return cat
-    return cat.derived(("view", profile), lambda: _cut(cat, profile))
+    built = cat.views.get(profile)
+    return built if built is not None else _cut(cat, profile)
+
+
+def with_views(cat: Catalogue, profiles, between: Callable[[], None] | None = None) -> Catalogue:
+    """`cat` with the view of each of `profiles` built in (by the Registry, before it publishes).
+    A view costs ~1 ms at 1,000 tools and ~10-25 ms at 10,000 (one pass over the tools);
+    `between()` runs after each (the Registry yields to the hub there)."""
+    cut = {}
+    for p in profiles:
+        if p is not None and not p.everything:
+            cut[p] = _cut(cat, p)
+            if between is not None:
+                between()
+    return replace(cat, views=MappingProxyType(cut)) if cut else cat
 
 
 def _cut(cat: Catalogue, profile: Profile) -> Catalogue:
@@ -85,12 +103,14 @@ def _cut(cat: Catalogue, profile: Profile) -> Catalogue:
         prompt_index=MappingProxyType({e.name: e for e in prompts}),
         resource_index=MappingProxyType({r.uri: r for r in resources}),
         servers=tuple(s for s in cat.servers if profile.sees_server(s)),
-        tool_list=tuple(dict(e.definition) for e in tools), withheld=MappingProxyType(withheld), _derived={})
+        tool_list=tuple(dict(e.definition) for e in tools), withheld=MappingProxyType(withheld),
+        views=MappingProxyType({}))
 
 
-def digest(cat: Catalogue, kind: str) -> int:
-    """What a client of this (viewed) catalogue sees of one list kind, as a number: equal digests
-    mean a list_changed for that kind would tell it nothing."""
-    entries = {"tools": cat.tools, "prompts": cat.prompts, "resources": cat.resources + cat.templates}[kind]
-    return cat.derived(("digest", kind), lambda: hash(orjson.dumps(
-        [[getattr(e, "name", None) or e.uri, e.definition] for e in entries], default=dict)))
+def digest(cat: Catalogue, kind: str) -> str:
+    """What a client of this (viewed) catalogue sees of one list kind (tools, prompts, resources:
+    resources and templates together): equal digests mean a list_changed for that kind would
+    tell it nothing. Read from the digests built with the snapshot."""
+    if kind == "resources":
+        return combined((cat.digests["resources"], cat.digests["resourceTemplates"]))
+    return cat.digests[kind]

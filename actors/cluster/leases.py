@@ -22,6 +22,7 @@ from loguru import logger
 from actors.cluster.instances import SetOwned
 from actors.cluster.link import LinkDown, RedisLink
 from actors.cluster.settings import ClusterConfig
+from actors.published import Publisher
 from actors.tells import tell as _tell
 
 # KEYS[1] lease, KEYS[2] fence; ARGV[1] holder, ARGV[2] ttl ms → the new fence, or 0 if held.
@@ -84,21 +85,14 @@ class _Tick:
     """Told by the keeper's own timer greenlet: take, renew or look up every wanted lease now."""
 
 
-class OwnedBox:
-    """The servers this instance holds a lease for, published by the LeaseKeeper (its only
-    writer) for the relay endpoint to read: a frozenset replaced whole."""
-
-    def __init__(self) -> None:
-        self.current: frozenset[str] = frozenset()
-
-
 class LeaseKeeper(pykka.ThreadingActor):
     """Owns this instance's leases (held: server → fence and last renewal) and what it last told
     the Supervisor about each server. Receives WantLeases and _Tick; tells the Supervisor
-    LeaseChanged and the InstanceRegistry SetOwned; publishes the held set in its OwnedBox."""
+    LeaseChanged and the InstanceRegistry SetOwned; publishes the held set (a frozenset replaced
+    whole, through the Publisher of the Published[frozenset] the relay endpoint reads)."""
 
     def __init__(self, link: RedisLink, cluster: ClusterConfig, supervisor: pykka.ActorRef,
-                 instances: pykka.ActorRef | None, owned: OwnedBox) -> None:
+                 instances: pykka.ActorRef | None, owned: Publisher[frozenset]) -> None:
         super().__init__()
         self.link, self.cluster, self.supervisor, self.instances, self.owned = link, cluster, supervisor, \
             instances, owned
@@ -215,6 +209,6 @@ class LeaseKeeper(pykka.ThreadingActor):
     def _publish_owned(self) -> None:
         owned = frozenset(self.held)
         if owned != self.owned.current:
-            self.owned.current = owned
+            self.owned.publish(owned)
             if self.instances is not None:
                 _tell(self.instances, SetOwned(tuple(sorted(owned))))

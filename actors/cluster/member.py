@@ -15,9 +15,10 @@ import pykka
 from loguru import logger
 
 from actors.cluster.instances import InstanceRegistry, instances_status
-from actors.cluster.leases import JoinedCluster, LeaseKeeper, OwnedBox
+from actors.cluster.leases import JoinedCluster, LeaseKeeper
 from actors.cluster.link import LinkDown, RedisLink
 from actors.cluster.settings import ClusterConfig, shown_redis
+from actors.published import Published
 from actors.tells import tell
 
 STOP_TIMEOUT_S = 3.0
@@ -33,7 +34,8 @@ class ClusterMember:
         self.link: RedisLink | None = None
         self.instances: pykka.ActorRef | None = None
         self.keeper: pykka.ActorRef | None = None
-        self.owned = OwnedBox()
+        # The servers this instance holds a lease for: the LeaseKeeper alone gets the Publisher.
+        self.owned, self._owned_writer = Published.create(frozenset())
         self.token: str | None = None  # set once joined; relays are refused until then
         self._joining: gevent.Greenlet | None = None
 
@@ -57,7 +59,9 @@ class ClusterMember:
                 gevent.sleep(delay)
                 delay = min(JOIN_RETRY_MAX_S, delay * 2)
         assert self.link is not None
-        self.keeper = LeaseKeeper.start(self.link, self.config, supervisor, self.instances, self.owned)
+        writer, self._owned_writer = self._owned_writer, None  # handed over: only the keeper publishes
+        assert writer is not None  # start() runs once (self.link guards it)
+        self.keeper = LeaseKeeper.start(self.link, self.config, supervisor, self.instances, writer)
         tell(supervisor, JoinedCluster(self.keeper, self.token, auth_token))
 
     def _shared_secret(self) -> str:

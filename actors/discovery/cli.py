@@ -18,7 +18,7 @@ from actors.discovery.settings import parse
 from actors.trust import ledger
 from actors.discovery.clients import BY_NAME
 from actors.trust import provenance as trust
-from actors.trust.keeper import TrustBox
+from actors.published import Published
 from actors.tells import tell
 
 ASK_MARGIN = 5.0  # on top of the configured deadlines, for actor start-up and merging
@@ -129,14 +129,14 @@ def run(args: Any = None, /, **kwargs) -> int:
     return EXIT_OK
 
 
-def _trust_box(config, home: str) -> TrustBox:
+def _trust_box(config, home: str) -> Published[ledger.TrustSnapshot]:
     """The approvals as a running troupe would read them (nothing approved if the file is unreadable)."""
     path = getattr(config, "approvals_file", None) or ledger.default_path(home)
     try:
-        return TrustBox(ledger.snapshot(ledger.Ledger(path).read(), 1))
+        return Published.constant(ledger.snapshot(ledger.Ledger(path).read(), 1))
     except ledger.LedgerError as exc:
         print(f"troupe discover: {exc}; treating nothing as approved", file=sys.stderr)
-        return TrustBox()
+        return Published.constant(ledger.TrustSnapshot())
 
 
 def _health_text(svc: dict) -> str:

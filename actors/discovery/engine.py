@@ -39,7 +39,8 @@ from actors.discovery.settings import DiscoverySettings, parse
 from actors.discovery.store import open_store
 from actors.discovery.watcher import watch
 from actors.trust import provenance as trust
-from actors.trust.keeper import TrustBox
+from actors.published import Published
+from actors.trust.ledger import TrustSnapshot
 from actors.trust.messages import TrustChanged
 from actors.tells import tell
 
@@ -75,10 +76,10 @@ class DiscoveryEngine(pykka.ThreadingActor):
     def __init__(self, settings: Mapping | None, bus: BusClient, on_services: Callable[[ServicesChanged], None],
                  *, home: str | None = None, project_root: str | None = None, reserved_names=frozenset(),
                  health: pykka.ActorRef | None = None, is_connected: Callable[[str], bool] | None = None,
-                 run_at_start: bool = True, trust_box: TrustBox | None = None, store=None) -> None:
+                 run_at_start: bool = True, trust_box: Published[TrustSnapshot] | None = None, store=None) -> None:
         super().__init__()
         # Read-only (the TrustKeeper owns it): a server that may not run is never health-probed.
-        self._trust = trust_box or TrustBox()
+        self._trust = trust_box or Published.constant(TrustSnapshot())
         # Bad settings and an unopenable store fail here, in the caller of start().
         self.settings: DiscoverySettings = parse(settings, home=home, project_root=project_root)
         self._bus, self._on_services = bus, on_services

@@ -28,7 +28,8 @@ class ClientView:
         self._ctx = ctx
         self.client_name: str | None = client.name if client is not None else None
         self.profile: views.Profile | None = ctx.profile_of(client)
-        self._view_digests: dict[str, int] = {}
+        self._composed: tuple | None = None  # (view, workflow set, the two joined): the last catalogue()
+        self._view_digests: dict[str, str] = {}
         if self.restricted:
             cat = self.catalogue()
             self._view_digests = {kind: views.digest(cat, kind) for kind in KINDS}
@@ -38,8 +39,18 @@ class ClientView:
         return self.profile is not None and not self.profile.everything
 
     def catalogue(self) -> Catalogue:
-        """The catalogue as this client may see it, its workflows included (as tools)."""
-        return with_workflows(views.view(self._ctx.catalogue(), self.profile), self._ctx.workflows(), self.profile)
+        """The catalogue as this client may see it, its workflows included (as tools). The view is
+        the Registry's; joining it with the WorkflowKeeper's snapshot is this Session's own work,
+        kept in its own state until either snapshot is replaced."""
+        view, workflows = views.view(self._ctx.catalogue(), self.profile), self._ctx.workflows()
+        if not workflows.workflows:
+            return view
+        last = self._composed
+        if last is not None and last[0] is view and last[1] is workflows:
+            return last[2]
+        joined = with_workflows(view, workflows, self.profile)
+        self._composed = (view, workflows, joined)
+        return joined
 
     def passthrough_server(self) -> str | None:
         """Flat mode's one server, if unlisted names may pass to it: never when the profile hides

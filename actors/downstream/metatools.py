@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from actors.catalogue.snapshot import Catalogue, Entry
-from actors.catalogue.search import Index, fields
+from actors.catalogue.search import Index
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -121,8 +121,8 @@ def _required_str(args: dict, key: str) -> str:
 
 
 def _index(cat: Catalogue) -> Index:
-    """The snapshot's own search index, built on first use and kept with that snapshot."""
-    return cat.derived("search", lambda: Index([fields(t, cat.instructions.get(t.server, "")) for t in cat.tools]))
+    """The snapshot's own search index (a lazy attribute of the snapshot: built on first use)."""
+    return cat.search_index
 
 
 def example_arguments(schema: dict) -> dict:

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 from typing import Any
 
-import orjson
-
+from actors.catalogue.digests import content_digest  # noqa: F401 - page()'s callers digest with it
+from actors.catalogue.digests import cursor_digest
 from actors.downstream import metatools
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
@@ -14,13 +13,6 @@ from actors.protocol.modern import MISSING_CAPABILITY
 
 
 PAGE_SIZE = 500  # list results per page; troupe's own cursors walk the merged catalogue
-DIGEST_CHARS = 22  # of a URL-safe base64 SHA-256: 132 bits, plenty to tell catalogues apart
-
-
-def content_digest(items: list) -> str:
-    """A digest of a list's content (keys sorted): equal lists give equal digests in any process."""
-    raw = hashlib.sha256(orjson.dumps(items, option=orjson.OPT_SORT_KEYS)).digest()
-    return base64.urlsafe_b64encode(raw).decode()[:DIGEST_CHARS]
 
 
 def page(items: list, params: dict, key: str, digest: str) -> dict:
@@ -50,7 +42,7 @@ def page(items: list, params: dict, key: str, digest: str) -> dict:
 def paged(rid, params: dict, sink, items: list, key: str, cat, variant=()) -> None:
     """Answer with one page of `items` (cut from snapshot `cat`; `variant` names what else shaped
     them), its cursor a digest of their content: any instance with the same catalogue continues it."""
-    digest = cat.derived(("cursor", key, variant), lambda: content_digest(items))
+    digest = cursor_digest(cat, key, variant)
     try:
         sink(jsonrpc.result(rid, page(items, params, key, digest)))
     except BadCursor as exc:

@@ -48,8 +48,9 @@ class ToolRequests:
             self._handshake.served("tools", cat.version)
         admin = self._ctx.serve.client_admin
         tools = list(metatools.META_TOOLS) if self._mode == "meta" else list(cat.tool_list)
-        tools += [t for t in coretools.listed(admin) if self._view.sees_core(t)]
-        paged(rid, params, sink, tools, "tools", cat, (self._mode, admin))
+        core = [t for t in coretools.listed(admin) if self._view.sees_core(t)]
+        # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
+        paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))
 
     def tools_call(self, rid, params, sink, msg) -> None:
         name, args = params.get("name"), params.get("arguments")

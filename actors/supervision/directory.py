@@ -43,7 +43,8 @@ class ServerView:
 @dataclass(frozen=True, slots=True)
 class Directory:
     """Every server, by name, and every client's own upstream of a `share: per_client` server,
-    by (server, the client Session's actor_urn); replaced whole by the Supervisor after each change."""
+    by (server, the client Session's actor_urn); replaced whole by the Supervisor after each change
+    (published as a Published[Directory] whose Publisher only the Supervisor holds)."""
 
     version: int = 0
     servers: Mapping[str, ServerView] = field(default_factory=lambda: MappingProxyType({}))
@@ -51,10 +52,3 @@ class Directory:
 
     def get(self, name: str | None) -> ServerView | None:
         return self.servers.get(name) if name is not None else None
-
-
-class DirectoryBox:
-    """Holds the current Directory; only the Supervisor replaces it, anyone reads `.current`."""
-
-    def __init__(self) -> None:
-        self.current = Directory()

@@ -15,7 +15,8 @@ __all__ = ["SignInGate", "SignInRequired", "SignedIn"]
 
 class SignInGate:
     """Mixed into the Supervisor: these methods run in its actor and touch only its Child records.
-    The AuthKeeper owns the sign-in itself (its URL is in the AuthBox, shown by the status report)."""
+    The AuthKeeper owns the sign-in itself (its URL is in the published AuthSnapshot, shown by the
+    status report)."""
 
     children: dict[str, Child]
     bus: Any

@@ -22,7 +22,7 @@ from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
 from actors.supervision.per_client import ClientUpstreams, OwnerBus, OwnedRoute
-from actors.supervision.directory import Directory, DirectoryBox
+from actors.supervision.directory import Directory
 from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
@@ -30,7 +30,8 @@ from actors.supervision.states import CALLABLE_STATES, GATED_STATES, ServerState
 from actors.supervision.signin import SignedIn, SignInGate, SignInRequired
 from actors.tells import fail as _fail, tell as _tell
 from actors.trust import provenance as trust
-from actors.trust.keeper import TrustBox
+from actors.published import Published, Publisher
+from actors.trust.ledger import TrustSnapshot
 from actors.trust.messages import TrustChanged
 from actors.upstream.connection import Connection, make_transport
 
@@ -48,25 +49,25 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     For a `share: per_client` server it also owns each client's own Connection (per_client.py):
     receives ForClient (a call for one), ClientLeft (a Session stopped), ClientRestartDue and SweepClients.
     Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
-    circuit on a crash loop, and after every change publishes an immutable Directory into its box:
-    sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
+    circuit on a crash loop, and after every change publishes an immutable Directory (it alone holds
+    the Publisher): sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
     connections, DropServer to the Registry, and ServerStateChanged, ServerConnected, ServerDisconnected,
     ServerRestarted, CircuitOpened, StartupSettled and ApprovalAwaited to the bus.
     """
 
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
-                 directory: DirectoryBox | None = None, settled: gevent.event.Event | None = None,
-                 route_server_request=None, trust_box: TrustBox | None = None, placement=None) -> None:
+                 directory: Publisher[Directory] | None = None, settled: gevent.event.Event | None = None,
+                 route_server_request=None, trust_box: Published[TrustSnapshot] | None = None, placement=None) -> None:
         super().__init__()
         # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
-        self.trust = trust_box or TrustBox()
+        self.trust = trust_box or Published.constant(TrustSnapshot())
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
         # What upstreams are told troupe can relay, and who their requests for a client go to.
         self.transport_factory, self.client_capabilities = transport_factory, client_capabilities
         self.route_server_request = route_server_request
         self.children: dict[str, Child] = {}  # ours alone; others read self.directory.current
-        self.directory = directory if directory is not None else DirectoryBox()
+        self.directory = directory if directory is not None else Published.create(Directory())[1]
         self.started_at, self.url = time.time(), None
         self.settled = settled if settled is not None else gevent.event.Event()
         self._initial = tuple(servers)
@@ -113,7 +114,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         views = {name: c.view(*fronts.get(name, (None, False))) for name, c in self.children.items()}
         clients, now = self.clients.views(), self.directory.current
         if views != dict(now.servers) or clients != now.clients:
-            self.directory.current = Directory(now.version + 1, MappingProxyType(views), clients)
+            self.directory.publish(Directory(now.version + 1, MappingProxyType(views), clients))
 
     def _dispatch(self, message) -> None:
         if self.clients.receive(message, self.children.get, lambda child: self._verdict(child) == trust.ALLOWED):

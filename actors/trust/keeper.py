@@ -10,6 +10,7 @@ from loguru import logger
 
 from actors.events.bus import BusClient
 from actors.events.kinds import ApprovalDecided, ToolDefinitionChanged
+from actors.published import Publisher
 from actors.trust import ledger
 from actors.trust.ledger import Ledger, LedgerError, TrustSnapshot
 from actors.trust.messages import Decide, PinFirstSight, ReportWithheld, TrustChanged, WatchTrust
@@ -19,13 +20,6 @@ POLL_INTERVAL = 1.0  # seconds between stats of the file: `troupe approve` is se
 # First-sight pins and withheld sets are written together after this delay: 50 servers
 # arriving at start-up cost one rewrite of the file, not 50.
 WRITE_DELAY = 0.2
-
-
-class TrustBox:
-    """Holds the current TrustSnapshot; only the TrustKeeper replaces it, anyone reads `.current`."""
-
-    def __init__(self, current: TrustSnapshot | None = None) -> None:
-        self.current = current or TrustSnapshot()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +35,8 @@ class _Flush:
 class TrustKeeper(pykka.ThreadingActor):
     """Owns the approvals file: reloads it when another process (`troupe approve`) changes it,
     writes operator decisions, first-sight pins and withheld definitions into it, and
-    publishes each new TrustSnapshot to its box, then tells WatchTrust subscribers.
+    publishes each new TrustSnapshot (it alone holds the Publisher of the Published[TrustSnapshot]
+    everyone else reads), then tells WatchTrust subscribers.
 
     Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, WatchTrust, and _Poll
     and _Flush from its own poll greenlet and write timer.
@@ -50,7 +45,7 @@ class TrustKeeper(pykka.ThreadingActor):
     so a broken file never approves anything.
     """
 
-    def __init__(self, path: str, box: TrustBox, bus: BusClient | None = None,
+    def __init__(self, path: str, box: Publisher[TrustSnapshot], bus: BusClient | None = None,
                  poll_interval: float = POLL_INTERVAL, ledger: Any = None) -> None:
         super().__init__()
         # A cluster passes its RedisLedger (same stamp/read/update): Redis replaces the file then.
@@ -155,7 +150,7 @@ class TrustKeeper(pykka.ThreadingActor):
 
     def _publish(self, data: dict) -> None:
         self._version += 1
-        self.box.current = ledger.snapshot(data, self._version)
+        self.box.publish(ledger.snapshot(data, self._version))
         for ref in list(self._watchers):
             try:
                 ref.tell(TrustChanged(self._version))
@@ -178,17 +173,18 @@ class TrustKeeper(pykka.ThreadingActor):
         msg.reply.set(entry)
 
     def _withheld(self, msg: ReportWithheld) -> None:
+        withheld = msg.withheld  # decoded once: the keeper's own copy, shared with nobody
         # what was last reported counts, written yet or not: the same set is announced once
         before = self._unwritten.get(msg.identity) or self.box.current.withheld.get(msg.identity) or {}
-        fresh = [(kind, item, change) for kind, items in msg.withheld.items() for item, change in items.items()
+        fresh = [(kind, item, change) for kind, items in withheld.items() for item, change in items.items()
                  if (before.get(kind) or {}).get(item, {}).get("digest") != change["digest"]]
-        gone = any(item not in (msg.withheld.get(kind) or {}) for kind in ledger.KINDS
+        gone = any(item not in (withheld.get(kind) or {}) for kind in ledger.KINDS
                    for item in (before.get(kind) or {}))
         if not fresh and not gone:
             return  # transitions only: the same withheld set is neither rewritten nor announced
-        self._unwritten[msg.identity] = msg.withheld
+        self._unwritten[msg.identity] = withheld
         self._queue(("withheld", msg.identity), lambda data: ledger.withhold(data, msg.identity, msg.name,
-                                                                           msg.withheld))
+                                                                           withheld))
         for kind, item, change in fresh:
             logger.bind(server=msg.name).warning("{} {!r} is {}; withheld until `troupe approve {}`",
                                                  kind[:-1], item, change["kind"], msg.name)

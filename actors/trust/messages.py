@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
+import orjson
 import pykka
 
 
@@ -25,20 +26,41 @@ class Decide:
 
 @dataclass(frozen=True, slots=True)
 class PinFirstSight:
-    """Told by the Registry: the first listing of a trusted or approved server, to pin."""
+    """Told by the Registry: the first listing of a trusted or approved server, to pin.
+
+    The pins travel pre-encoded (`of` encodes, `items` decodes a fresh copy): the definitions are
+    the upstream's own dicts, which the Registry keeps, and the keeper writes what it gets into
+    its file data, so a shared dict would be one object two actors hold. Rare (first sight only)."""
 
     identity: str
     name: str
-    items: Mapping  # kind → name → (digest, definition)
+    items_json: bytes  # kind → name → [digest, definition]
+
+    @classmethod
+    def of(cls, identity: str, name: str, items: Mapping) -> PinFirstSight:
+        return cls(identity, name, orjson.dumps(items, default=dict))
+
+    @property
+    def items(self) -> dict[str, Any]:
+        return orjson.loads(self.items_json)
 
 
 @dataclass(frozen=True, slots=True)
 class ReportWithheld:
-    """Told by the Registry after each listing of a pinned server: what it withholds now."""
+    """Told by the Registry after each listing of a pinned server: what it withholds now.
+    Pre-encoded, as PinFirstSight's pins (`of` encodes, `withheld` decodes a fresh copy)."""
 
     identity: str
     name: str
-    withheld: Mapping  # kind → name → {"digest", "kind", "diff", "definition"}
+    withheld_json: bytes  # kind → name → {"digest", "kind", "diff", "definition"}
+
+    @classmethod
+    def of(cls, identity: str, name: str, withheld: Mapping) -> ReportWithheld:
+        return cls(identity, name, orjson.dumps(withheld, default=dict))
+
+    @property
+    def withheld(self) -> dict[str, Any]:
+        return orjson.loads(self.withheld_json)
 
 
 @dataclass(frozen=True, slots=True)

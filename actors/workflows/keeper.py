@@ -8,7 +8,8 @@ import pykka
 from loguru import logger
 
 from actors.workflows.definitions import Workflow
-from actors.workflows.library import WorkflowBox, WorkflowSet
+from actors.published import Publisher
+from actors.workflows.library import WorkflowSet
 from actors.workflows.messages import ConfigWorkflows, FileRead, FilesRead, WorkflowsChanged
 
 
@@ -19,7 +20,7 @@ class WorkflowKeeper(pykka.ThreadingActor):
     bus when the served workflows changed. A broken file is logged with every problem and loses
     nothing: its earlier definition serves on until a good read replaces it."""
 
-    def __init__(self, box: WorkflowBox, bus, config_workflows: tuple = (), files: tuple = ()) -> None:
+    def __init__(self, box: Publisher[WorkflowSet], bus, config_workflows: tuple = (), files: tuple = ()) -> None:
         super().__init__()
         self.box, self.bus = box, bus
         self._config: tuple = config_workflows
@@ -72,8 +73,8 @@ class WorkflowKeeper(pykka.ThreadingActor):
                 continue
             workflows[workflow.name] = workflow
         self._version += 1
-        self.box.current = WorkflowSet(self._version, MappingProxyType(workflows), tuple(problems),
-                                       frozenset(f for f in self._problems if f in self._good))
+        self.box.publish(WorkflowSet(self._version, MappingProxyType(workflows), tuple(problems),
+                                     frozenset(f for f in self._problems if f in self._good)))
         changed = tuple(sorted(n for n in set(before) | set(workflows)
                                if _written(before.get(n)) != _written(workflows.get(n))))
         if announce and changed and self.bus is not None:

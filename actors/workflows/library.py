@@ -23,10 +23,3 @@ class WorkflowSet:
         if not tool_name.startswith(TOOL_PREFIX):
             return None
         return self.workflows.get(tool_name[len(TOOL_PREFIX):])
-
-
-class WorkflowBox:
-    """Holds the current WorkflowSet; readers take `.current`, only the keeper sets it."""
-
-    def __init__(self) -> None:
-        self.current = WorkflowSet()

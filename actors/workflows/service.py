@@ -6,7 +6,8 @@ from loguru import logger
 
 from actors.tells import tell
 from actors.workflows.keeper import WorkflowKeeper
-from actors.workflows.library import WorkflowBox, WorkflowSet
+from actors.published import Published
+from actors.workflows.library import WorkflowSet
 from actors.workflows.messages import ConfigWorkflows
 from actors.workflows.watcher import DirWatcher, read_all
 
@@ -14,10 +15,10 @@ from actors.workflows.watcher import DirWatcher, read_all
 class WorkflowService:
     """Starts the WorkflowKeeper with the config's workflows and the workflows_dir files read
     once (so the first tools/list already has them), then watches the directory; `current` is
-    the published WorkflowSet."""
+    the published WorkflowSet (the keeper alone gets its Publisher, at start)."""
 
     def __init__(self, config) -> None:
-        self.box = WorkflowBox()
+        self.box, self._writer = Published.create(WorkflowSet())
         self.directory: str | None = config.workflows_dir
         self._config_workflows = tuple(config.workflows)
         self.keeper = None
@@ -32,7 +33,10 @@ class WorkflowService:
         # read again, never missed.
         watcher = DirWatcher(self.directory) if self.directory else None
         files = read_all(self.directory) if self.directory else ()
-        self.keeper = WorkflowKeeper.start(self.box, bus, self._config_workflows, files)
+        writer, self._writer = self._writer, None  # handed over: nothing here can publish afterwards
+        if writer is None:
+            raise RuntimeError("the workflow service has started already")
+        self.keeper = WorkflowKeeper.start(writer, bus, self._config_workflows, files)
         if watcher is not None:
             self.watcher = watcher.start(self.keeper)
 

@@ -49,10 +49,12 @@ def sees_workflow(profile, name: str) -> bool:
 
 def with_workflows(cat: Catalogue, workflows: WorkflowSet, profile) -> Catalogue:
     """`cat` (a client's view) plus the workflows that client sees, as tools owned by
-    WORKFLOWS_SERVER; built once per (view, workflow set) and kept with the view."""
+    WORKFLOWS_SERVER. A new snapshot, pure and never stored into `cat`: it joins two owners'
+    snapshots (the Registry's and the WorkflowKeeper's), so neither owner can build it, and the
+    reader that needs it keeps it in its own state (ClientView keeps the last one)."""
     if not workflows.workflows:
         return cat
-    return cat.derived(("workflows", workflows.version), lambda: _add(cat, workflows, profile))
+    return _add(cat, workflows, profile)
 
 
 def _add(cat: Catalogue, workflows: WorkflowSet, profile) -> Catalogue:
@@ -71,7 +73,7 @@ def _add(cat: Catalogue, workflows: WorkflowSet, profile) -> Catalogue:
     tools = cat.tools + tuple(entries)
     return replace(cat, tools=tools, tool_index=MappingProxyType({**cat.tool_index, **{e.name: e for e in entries}}),
                    tool_list=cat.tool_list + tuple(dict(e.definition) for e in entries),
-                   collisions=cat.collisions + tuple(collisions), _derived={})
+                   collisions=cat.collisions + tuple(collisions), views=MappingProxyType({}))
 
 
 # ---------------------------------------------------------------- core tools

@@ -9,7 +9,7 @@ import pykka
 import pytest
 
 from actors.auth import flow
-from actors.auth.access import AuthBox, UpstreamAuthAccess
+from actors.auth.access import UpstreamAuthAccess, auth_snapshot
 from actors.auth.keeper import NO_FRONT, AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, SignInRequired
 from actors.auth.tokens import Grant, TokenStore
@@ -63,8 +63,8 @@ def keeper(tmp_path, monkeypatch):
     fake = FakeFlow()
     for name in ("begin", "exchange", "refresh"):
         monkeypatch.setattr(flow, name, getattr(fake, name))
-    box, supervisor = AuthBox(), Recorder()
-    ref = AuthKeeper.start(str(tmp_path / "oauth-tokens.json"), box, lambda: supervisor)
+    (box, writer), supervisor = auth_snapshot(), Recorder()
+    ref = AuthKeeper.start(str(tmp_path / "oauth-tokens.json"), writer, lambda: supervisor)
     yield ref, box, supervisor, fake, UpstreamAuthAccess(box, ref)
     ref.stop()
 

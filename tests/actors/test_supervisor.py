@@ -9,9 +9,11 @@ import pytest
 
 from actors.events.bus import BusClient, EventBus
 from actors.settings.config import ServerConfig, StdioSpec
-from actors.supervision.directory import DirectoryBox
+from actors.supervision.directory import Directory
 from actors.supervision.policy import Policy
-from actors.catalogue.registry import CatalogueBox, Registry
+from actors.catalogue.registry import Registry
+from actors.catalogue.snapshot import Catalogue
+from actors.published import Published
 from actors.supervision.supervisor import Supervisor
 from tests.support import wait_until
 
@@ -56,10 +58,10 @@ class ScriptedTransport:
 def started():
     ScriptedTransport.opened = []
     bus = BusClient(EventBus.start())
-    registry = Registry.start(CatalogueBox(), bus)
-    directory = DirectoryBox()
+    registry = Registry.start(Published.create(Catalogue())[1], bus)
+    directory, writer = Published.create(Directory())
     supervisor = Supervisor.start([ServerConfig("s", "stdio", stdio=StdioSpec("never-run"))], registry, bus,
-                                  policy=FAST, transport_factory=ScriptedTransport, directory=directory)
+                                  policy=FAST, transport_factory=ScriptedTransport, directory=writer)
     yield supervisor, directory
     pykka.ActorRegistry.stop_all()
 

@@ -7,11 +7,13 @@ import gevent
 import pykka
 import pytest
 
-from actors.catalogue.registry import CatalogueBox, Registry
+from actors.catalogue.registry import Registry
+from actors.catalogue.snapshot import Catalogue
+from actors.published import Published
 from actors.events.bus import BusClient, EventBus
 from actors.protocol import modern_client
 from actors.settings.config import ServerConfig, StdioSpec
-from actors.supervision.directory import DirectoryBox
+from actors.supervision.directory import Directory
 from actors.supervision.policy import Policy
 from actors.supervision.supervisor import Supervisor
 from actors.upstream import opening
@@ -86,10 +88,10 @@ def start():
     def run(behaviour: str):
         Scripted.behaviour = behaviour
         bus = BusClient(EventBus.start())
-        registry = Registry.start(CatalogueBox(), bus)
-        directory = DirectoryBox()
+        registry = Registry.start(Published.create(Catalogue())[1], bus)
+        directory, writer = Published.create(Directory())
         supervisor = Supervisor.start([ServerConfig("s", "stdio", stdio=StdioSpec("never-run"))], registry, bus,
-                                      policy=FAST, transport_factory=Scripted, directory=directory)
+                                      policy=FAST, transport_factory=Scripted, directory=writer)
         wait_until(lambda: (v := directory.current.get("s")) is not None and v.state == "ready", 10, message="ready")
         return supervisor, directory
     yield run

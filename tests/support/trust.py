@@ -1,7 +1,7 @@
 """Trust helpers for tests about something else (health, discovery): everything approved."""
 from __future__ import annotations
 
-from actors.trust.keeper import TrustBox
+from actors.published import Published
 from actors.trust.ledger import TrustSnapshot
 
 
@@ -12,5 +12,5 @@ class _EveryIdentity(dict):
         return "approved"
 
 
-def approve_all() -> TrustBox:
-    return TrustBox(TrustSnapshot(decisions=_EveryIdentity()))
+def approve_all() -> Published[TrustSnapshot]:
+    return Published.constant(TrustSnapshot(decisions=_EveryIdentity()))

@@ -41,7 +41,18 @@ def test_servers_globs_and_read_only_cut_the_view():
     assert globbed.withheld_tool("gh__delete_repo") is None  # a hidden withheld tool is unknown, not "withheld"
     readers = views.view(cat, views.Profile("r", read_only=True))
     assert {e.name for e in readers.tools} == {"gh__get_issue", "gh__get_pr", "fs__read"}
-    assert views.view(cat, views.Profile("r", read_only=True)) is readers  # built once per snapshot
+
+
+def test_the_views_of_configured_profiles_are_built_with_the_snapshot_and_shared():
+    profile = views.Profile("r", read_only=True)
+    published = views.with_views(_catalogue(), (profile, views.Profile("all")))  # what the Registry publishes
+    assert set(published.views) == {profile}  # an empty profile is the catalogue itself: nothing to build
+    readers = views.view(published, views.Profile("r", read_only=True))  # an equal profile finds it
+    assert readers is published.views[profile] and views.view(published, profile) is readers
+    assert {e.name for e in readers.tools} == {"gh__get_issue", "gh__get_pr", "fs__read"}
+    # Its entries are the catalogue's own objects: a validator or digest built for one is built for all.
+    assert all(e is published.tool(e.name) for e in readers.tools)
+    assert readers.digests["tools"] != published.digests["tools"] and not readers.views
 
 
 def test_passthrough_only_when_nothing_of_the_server_is_hidden():

@@ -215,12 +215,12 @@ def test_a_clients_request_carries_its_own_token_or_none():
 def test_a_clients_refused_token_refreshed_meanwhile_needs_no_sign_in():
     from types import MappingProxyType
 
-    from actors.auth.access import AuthBox, UpstreamAuthAccess
+    from actors.auth.access import UpstreamAuthAccess, auth_snapshot
     url = "https://mcp.example/mcp"
-    box = AuthBox()
+    box, writer = auth_snapshot()
     access = UpstreamAuthAccess(box, keeper=None)
-    box.publish(AuthSnapshot(bearers=MappingProxyType({grant_key(url, "alice"): "new-token"})))
+    writer.publish(AuthSnapshot(bearers=MappingProxyType({grant_key(url, "alice"): "new-token"})))
     assert access.sign_in_link(url, "alice", 0.5, sent="Bearer old-token") == {"refreshed": True}
     assert access.sign_in_link(url, "alice", 0.05, sent="Bearer new-token") == {}  # the same one: no news
-    box.publish(AuthSnapshot(sign_ins=MappingProxyType({grant_key(url, "bob"): {"auth_url": "https://as/b"}})))
+    writer.publish(AuthSnapshot(sign_ins=MappingProxyType({grant_key(url, "bob"): {"auth_url": "https://as/b"}})))
     assert access.sign_in_link(url, "bob", 0.5) == {"auth_url": "https://as/b"}
