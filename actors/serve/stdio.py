@@ -8,13 +8,14 @@ from gevent.fileobject import FileObjectPosix
 from loguru import logger
 
 from actors.messages import ClientGone, ClientMessage
-from actors.protocol import jsonrpc, modern
+from actors.protocol import inbound, jsonrpc, modern
 from actors.downstream.session import Session
 from actors.transports.pipe_writer import PipeWriter
 
 MAX_LINE = 16 * 1024 * 1024
 FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities
 STDOUT_FLUSH_WAIT = 1.0  # at the end, for the last answers to be taken by the client
+PEER = "stdio client"  # who the boundary's log lines name
 
 
 def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
@@ -51,12 +52,10 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             line = line.strip()
             if not line:
                 continue
-            try:
-                message = jsonrpc.decode(line)
-            except ValueError as exc:
-                sink(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
-                continue
-            session.tell(ClientMessage(message, sink))
+            checked = inbound.parse(line, PEER)  # bad JSON, too deep or of the wrong shape: answered here
+            to = inbound.deliver(checked, sink)
+            if to is not None:
+                session.tell(ClientMessage(checked.message, to))
     finally:
         logger.info("stdin closed: client gone")
         try:
