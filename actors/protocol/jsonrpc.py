@@ -7,6 +7,8 @@ import orjson
 
 from actors.protocol.depth import MAX_DEPTH, answer_id, too_deep
 
+MIN_TOO_DEEP = 2 * (MAX_DEPTH + 1)  # bytes a text needs to nest MAX_DEPTH + 1 levels: a bracket each way
+
 # Standard JSON-RPC error codes, named so no literal code appears elsewhere.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -45,7 +47,7 @@ def decode(data: bytes | bytearray | str) -> Any:
             found = answer_id(data)
             raise TooDeep(found, found is not None) from None
         raise
-    if too_deep(data):
+    if len(data) > MIN_TOO_DEEP and too_deep(data, value):  # shorter ones cannot be: not even a call on them
         if isinstance(value, dict):
             raise TooDeep(value.get("id"), "method" not in value)
         raise TooDeep()

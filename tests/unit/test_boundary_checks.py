@@ -14,24 +14,29 @@ def _arrays(levels: int) -> bytes:
     return b"[" * levels + b"]" * levels
 
 
+def _too_deep(data: bytes | str) -> bool:
+    return depth.too_deep(data, orjson.loads(data))
+
+
 # ---------------------------------------------------------------- depth
 
 
 @pytest.mark.parametrize("levels,deep", [(1, False), (128, False), (129, True), (300, True)])
 def test_depth_is_counted_exactly(levels, deep):
-    assert depth.too_deep(_arrays(levels)) is deep
-    assert depth.too_deep(_arrays(levels).decode()) is deep  # text as well as bytes
+    assert _too_deep(_arrays(levels)) is deep
+    assert _too_deep(_arrays(levels).decode()) is deep  # text as well as bytes
+    assert _too_deep(b'{"a":' * (levels - 1) + b"[]" + b"}" * (levels - 1)) is deep  # objects alike
 
 
 def test_brackets_inside_strings_do_not_count():
-    assert not depth.too_deep(orjson.dumps({"text": "[" * 500 + "{" * 500}))
+    assert not _too_deep(orjson.dumps({"text": "[" * 500 + "{" * 500}))
     tricky = {"a": 'quote \\" and [[[ \\\\', "b": "\\" * 7 + '"[' * 200, "c": _nested(100)}
-    assert not depth.too_deep(orjson.dumps(tricky))
-    assert depth.too_deep(orjson.dumps({"a": '\\"[[\\\\', "c": _nested(200)}))
+    assert not _too_deep(orjson.dumps(tricky))
+    assert _too_deep(orjson.dumps({"a": '\\"[[\\\\', "c": _nested(200)}))
 
 
 def test_many_shallow_containers_are_not_deep():
-    assert not depth.too_deep(orjson.dumps({"tools": [{"name": f"t{i}", "s": {"p": [1]}} for i in range(1000)]}))
+    assert not _too_deep(orjson.dumps({"tools": [{"name": f"t{i}", "s": {"p": [1]}} for i in range(1000)]}))
 
 
 def _nested(levels: int):
