@@ -148,7 +148,7 @@ def _response(msg: dict, peer: str) -> tuple[Any, dict | None]:
         return None, jsonrpc.error(rid if is_id(rid) else None, jsonrpc.INVALID_REQUEST,
                                    "message has no method, result or error")
     if not is_id(rid):
-        logger.info("{}: dropped an answer whose id is {}", peer, json_type(rid))
+        logger.debug("{}: dropped an answer whose id is {}", peer, json_type(rid))
         return None, None
     problem = response_problem(msg)
     if problem is None:
