@@ -4,14 +4,15 @@ ever receives well-shaped messages; a malformed one fails alone, with an error n
 in JSON terms ("params.arguments must be an object, got array"), never a Python repr."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from loguru import logger
 
 from actors.protocol import jsonrpc, mcp
 
-MODERN_META_PREFIX = "io.modelcontextprotocol/"  # the envelope's keys: protocol.modern checks those
+# A 2026-07-28 request's envelope names its version here (protocol.modern checks the envelope itself).
+MODERN_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+_NO_PARAMS: dict = {}  # read, never written
 _LIST_METHODS = frozenset(method for method, _ in mcp.LIST_METHODS.values())
 _URI_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 
@@ -33,22 +34,23 @@ def json_type(value: Any) -> str:
 
 def is_id(value: Any) -> bool:
     """A request id as MCP has it: a string or an integer (true is not 1)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    kind = type(value)
+    return kind is str or kind is int or (isinstance(value, (str, int)) and not isinstance(value, bool))
 
 
 def wrong(path: str, expected: str, value: Any) -> str:
     return f"{path} must be {expected}, got {json_type(value)}"
 
 
-@dataclass(slots=True)
 class Checked:
     """A client payload after the boundary: `message` goes on to the Session (None: nothing does),
     `answers` are troupe's own answers to the requests it refused, `batch` whether the payload
     was an array."""
 
-    message: Any = None
-    answers: list = field(default_factory=list)
-    batch: bool = False
+    __slots__ = ("message", "answers", "batch")
+
+    def __init__(self, message: Any = None, answers: list | None = None, batch: bool = False) -> None:
+        self.message, self.answers, self.batch = message, answers if answers is not None else [], batch
 
 
 def parse(data: bytes | bytearray | str, peer: str) -> Checked:
@@ -117,22 +119,23 @@ def _one(msg: Any, peer: str) -> tuple[Any, dict | None]:
     """(what goes on to the Session, or None; troupe's answer, or None) for one message."""
     if not isinstance(msg, dict):
         return None, jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"expected a JSON-RPC object, got {json_type(msg)}")
-    if "method" not in msg:
+    method = msg.get("method")
+    if method is None and "method" not in msg:
         return _response(msg, peer)
-    method, request = msg["method"], "id" in msg
     rid = msg.get("id")
-    problem, code = None, jsonrpc.INVALID_REQUEST
+    request = rid is not None or "id" in msg
+    code = jsonrpc.INVALID_REQUEST
     if request and not is_id(rid):
         problem, rid = wrong("id", "a string or an integer", rid), None
     elif msg.get("jsonrpc") != "2.0":
         problem = 'jsonrpc must be "2.0"'
-    elif not isinstance(method, str):
+    elif type(method) is not str:
         problem = wrong("method", "a string", method)
     else:
         problem = params_problem(method, msg.get("params"))
+        if problem is None:
+            return msg, None  # the common case: one lookup per field troupe reads, no more
         code = jsonrpc.INVALID_PARAMS
-    if problem is None:
-        return msg, None
     if not request:  # JSON-RPC answers no notification, not even a malformed one
         logger.debug("{}: dropped a notification: {}", peer, problem)
         return None, None
@@ -183,16 +186,16 @@ def response_problem(msg: dict, strict: bool = True) -> str | None:
 def params_problem(method: str, params: Any) -> str | None:
     """What is wrong with a client's params for `method` (only what troupe reads), or None."""
     if params is None:
-        params = {}
-    elif not isinstance(params, dict):
+        params = _NO_PARAMS
+    elif type(params) is not dict:
         return wrong("params", "an object", params)
     meta = params.get("_meta")
     if meta is not None:
-        if not isinstance(meta, dict):
+        if type(meta) is not dict:
             return wrong("params._meta", "an object", meta)
         if "progressToken" in meta and not is_id(meta["progressToken"]):
             return wrong("params._meta.progressToken", "a string or an integer", meta["progressToken"])
-        if MODERN_META_PREFIX + "protocolVersion" in meta:
+        if MODERN_VERSION_META in meta:
             problem = _round_problem(params)
             if problem is not None:
                 return problem
@@ -219,6 +222,8 @@ def _round_problem(params: dict) -> str | None:
 
 def _string(params: dict, key: str, required: bool = False) -> str | None:
     value = params.get(key)
+    if type(value) is str:
+        return None
     if value is None:
         return f"params.{key} is required (a string)" if required else None
     return None if isinstance(value, str) else wrong(f"params.{key}", "a string", value)

@@ -13,18 +13,19 @@ INPUT_REQUIRED = "input_required"  # a 2026-07-28 result asking the client for i
 
 def answer_problem(msg: dict, method: str) -> str | None:
     """What is wrong with a server's answer to our `method` request, or None if troupe can read it."""
-    if "result" not in msg and "error" not in msg:
-        return "a response needs result or error"
-    problem = response_problem(msg, strict=False)
-    if problem is not None or "error" in msg:
-        return problem
-    result: dict = msg["result"]
-    problem = _optional(result, "_meta", dict, "an object", "result") or \
-        _optional(result, "resultType", str, "a string", "result")
-    if problem is not None:
-        return problem
-    if result.get("resultType") == INPUT_REQUIRED:
-        return _input_required(result)
+    result = msg.get("result")
+    if type(result) is not dict or "error" in msg:
+        if "result" not in msg and "error" not in msg:
+            return "a response needs result or error"
+        return response_problem(msg, strict=False)
+    meta, kind = result.get("_meta"), result.get("resultType")
+    if meta is not None and type(meta) is not dict:
+        return wrong("result._meta", "an object", meta)
+    if kind is not None:
+        if type(kind) is not str:
+            return wrong("result.resultType", "a string", kind)
+        if kind == INPUT_REQUIRED:
+            return _input_required(result)
     check = _RESULTS.get(method)
     return check(result) if check is not None else None
 
@@ -105,8 +106,11 @@ def _discover(result: dict) -> str | None:
 
 
 def _tool_result(result: dict) -> str | None:
-    return (_items("content")(result) or _optional(result, "isError", bool, "a boolean", "result")
+    return (_CONTENT(result) or _optional(result, "isError", bool, "a boolean", "result")
             or _optional(result, "structuredContent", dict, "an object", "result"))
+
+
+_CONTENT = _items("content")
 
 
 def _completion(result: dict) -> str | None:
