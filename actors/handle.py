@@ -15,7 +15,7 @@ import gevent.event
 import gevent.pool
 from loguru import logger
 
-from actors.protocol import mcp
+from actors.protocol import inbound, mcp
 from actors.supervision.states import ServerState
 from actors.trust.provenance import REGISTERED
 
@@ -83,13 +83,17 @@ class Troupe:
         if self._stopped:
             raise RuntimeError("this troupe handle is stopped")
         rid = next(self._ids)
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        refused = inbound.check(message, "embedding host").answers  # as every front checks its clients
+        if refused:
+            raise error(refused[0]["error"]["code"], refused[0]["error"]["message"], None)
         answer = gevent.event.AsyncResult()
 
         def sink(message: dict) -> None:  # runs in an actor's greenlet: only hand the answer over
             if "method" not in message and not answer.ready():
                 answer.set(message)
         try:
-            self._session.tell(ClientMessage({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, sink))
+            self._session.tell(ClientMessage(message, sink))
         except pykka.ActorDeadError:
             raise RuntimeError("this troupe handle is stopped") from None
         self._pending[rid] = answer

@@ -5,6 +5,10 @@ from typing import Any
 
 import orjson
 
+from actors.protocol.depth import MAX_DEPTH, answer_id, too_deep
+
+MIN_TOO_DEEP = 2 * (MAX_DEPTH + 1)  # bytes a text needs to nest MAX_DEPTH + 1 levels: a bracket each way
+
 # Standard JSON-RPC error codes, named so no literal code appears elsewhere.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -23,9 +27,31 @@ def encode(message: dict | list) -> bytes:
     return orjson.dumps(message)
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than MAX_DEPTH levels, refused where it was parsed. `message_id` is the
+    message's id when it could be read (None otherwise); `answer` says whether the message is a
+    response (no `method`), so that an upstream's too-deep answer fails the request it answers."""
+
+    def __init__(self, message_id: Any = None, answer: bool = False) -> None:
+        super().__init__(f"JSON nested deeper than {MAX_DEPTH} levels refused")
+        self.message_id, self.answer = message_id, answer
+
+
 def decode(data: bytes | bytearray | str) -> Any:
-    """Parse one message; raises ValueError (orjson.JSONDecodeError) on bad JSON."""
-    return orjson.loads(data)
+    """Parse one message; raises TooDeep past MAX_DEPTH levels, ValueError (orjson.JSONDecodeError)
+    on bad JSON."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):  # orjson's own limit, 1,024 levels
+            found = answer_id(data)
+            raise TooDeep(found, found is not None) from None
+        raise
+    if len(data) > MIN_TOO_DEEP and too_deep(data, value):  # shorter ones cannot be: not even a call on them
+        if isinstance(value, dict):
+            raise TooDeep(value.get("id"), "method" not in value)
+        raise TooDeep()
+    return value
 
 
 def is_request(msg: dict) -> bool:

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs
 import gevent
 import gevent.queue
 
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import inbound, jsonrpc, mcp
 from actors.serve import sse_framing as sse
 from actors.serve.client_counts import ClientCounts
 from actors.serve.listener import watch_hangup
@@ -24,7 +24,7 @@ REPLY_TIMEOUT = 900.0  # a safety net only: every forwarded call already has its
 Response = tuple[str, list, Any]  # status, headers, body bytes or an iterator of bytes
 
 
-def _json(status: str, body: dict, extra: list | None = None) -> Response:
+def _json(status: str, body: dict | list, extra: list | None = None) -> Response:
     return status, [("Content-Type", "application/json"), *(extra or [])], jsonrpc.encode(body)
 
 
@@ -73,15 +73,15 @@ class McpHttp:
         elsewhere = self.proxy.route(environ, sid, body, lambda: _gone(None)) if sid else None
         if elsewhere is not None:
             return elsewhere
-        try:
-            msg = jsonrpc.decode(body)
-        except ValueError as exc:
-            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
+        checked = inbound.parse(body, _peer(environ))  # bad JSON, too deep or of the wrong shape
+        msg = checked.message
+        if msg is None:
+            return _refused(checked)
         self.clients.note(environ.get(CLIENT_KEY), msg)
         if routes_modern(environ, msg):  # stateless: no session issued, required or looked at
             return self.modern.post(environ, msg)
-        if isinstance(msg, list) and msg:
-            return self._post_batch(environ, msg)
+        if checked.batch:
+            return self._post_batch(environ, msg, checked.answers)
         if not isinstance(msg, dict):
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "expected a JSON-RPC object"))
         version = environ.get("HTTP_MCP_PROTOCOL_VERSION")
@@ -145,8 +145,9 @@ class McpHttp:
         self.sessions.gone(hs, "its session actor stopped")
         return False
 
-    def _post_batch(self, environ, batch: list) -> Response:
-        """A 2025-03-26 batch: the session answers with one array (or refuses it for other versions)."""
+    def _post_batch(self, environ, batch: list, refused: list) -> Response:
+        """A 2025-03-26 batch: the session answers with one array (or refuses it for other versions);
+        the entries the boundary `refused` have their answers in that array too."""
         sid = environ.get("HTTP_MCP_SESSION_ID") or ""
         if not sid:
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST,
@@ -156,7 +157,7 @@ class McpHttp:
             hs = self.sessions.touch(sid, client=client)
             if hs is None or not self._send(hs, batch, hs.notify):
                 return _gone(None)
-            return "202 Accepted", [], b""
+            return _json("200 OK", refused) if refused else ("202 Accepted", [], b"")
         taken = self.sessions.acquire(sid, None, client=client)
         if taken is None:
             return _gone(None)
@@ -170,7 +171,7 @@ class McpHttp:
                     return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
                 if isinstance(answer, list) or "method" not in answer:
                     return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
-                        jsonrpc.encode(answer)
+                        jsonrpc.encode(refused + answer if isinstance(answer, list) else answer)
         finally:
             self.sessions.release(hs, replies)
 
@@ -241,15 +242,29 @@ class McpHttp:
         body, problem = _read_body(environ)
         if problem:
             return problem
-        try:
-            msg = jsonrpc.decode(body)
-        except ValueError as exc:
-            hs.notify(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
-            return _plain("400 Bad Request", "invalid JSON")
-        self.clients.note(environ.get(CLIENT_KEY), msg)
-        if not self._send(hs, msg, hs.notify):  # every answer travels on the SSE stream
+        checked = inbound.parse(body, _peer(environ))  # its refusals travel on the SSE stream too
+        to = inbound.deliver(checked, hs.notify)
+        if to is None:
+            return _refused(checked)
+        self.clients.note(environ.get(CLIENT_KEY), checked.message)
+        if not self._send(hs, checked.message, to):  # every answer travels on the SSE stream
             return _plain("404 Not Found", "session closed")
         return "202 Accepted", [("Content-Type", "text/plain")], b"Accepted"
+
+
+def _peer(environ) -> str:
+    """Who sent a request, for the boundary's log lines: the client serve.clients names, if any."""
+    client = environ.get(CLIENT_KEY)
+    return f"http client {client.name}" if client is not None else "http client"
+
+
+def _refused(checked: inbound.Checked) -> Response:
+    """A payload the boundary answered whole: 400 with its JSON-RPC error (an array for a batch),
+    or 202 for a malformed notification, which is dropped unanswered."""
+    if not checked.answers:
+        return "202 Accepted", [], b""
+    body = checked.answers if checked.batch else checked.answers[0]
+    return "400 Bad Request", [("Content-Type", "application/json")], jsonrpc.encode(body)
 
 
 def _modern_client(environ) -> bool:

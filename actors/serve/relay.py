@@ -24,7 +24,7 @@ import orjson
 
 from actors.cluster.failover import NOT_RUN
 from actors.messages import Forward, UpstreamError
-from actors.protocol import jsonrpc, mcp, modern
+from actors.protocol import inbound, jsonrpc, mcp, modern
 from actors.serve import sse_framing as sse
 from actors.serve.listener import watch_hangup
 from actors.serve.relay_rounds import RelayCall, RelayRounds
@@ -68,10 +68,11 @@ class Relay:
                                                                   "this instance has not joined its cluster", NOT_RUN))
         if not hmac.compare_digest((_header(environ, TOKEN_HEADER) or "").encode(), token.encode()):
             return _json("403 Forbidden", jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "not a member of this cluster"))
-        try:
-            msg = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
+        checked = inbound.parse(body, "cluster relay")  # checked where it entered the cluster, and again here
+        msg = checked.message
+        if checked.answers or msg is None:
+            return _json("400 Bad Request", checked.answers[0] if checked.answers and not checked.batch
+                         else jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "one JSON-RPC request"))
         if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
             return _json("400 Bad Request", jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "one JSON-RPC request"))
         if "id" not in msg:

@@ -8,7 +8,7 @@ from gevent.fileobject import FileObjectPosix
 from loguru import logger
 
 from actors.messages import ClientGone, ClientMessage
-from actors.protocol import jsonrpc, modern
+from actors.protocol import inbound, jsonrpc, modern
 from actors.downstream.session import Session
 from actors.tells import tell
 from actors.transports.pipe_writer import PipeWriter
@@ -16,6 +16,7 @@ from actors.transports.pipe_writer import PipeWriter
 MAX_LINE = 16 * 1024 * 1024
 FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities
 STDOUT_FLUSH_WAIT = 1.0  # at the end, for the last answers to be taken by the client
+PEER = "stdio client"  # who the boundary's log lines name
 
 
 def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
@@ -52,12 +53,10 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             line = line.strip()
             if not line:
                 continue
-            try:
-                message = jsonrpc.decode(line)
-            except ValueError as exc:
-                sink(jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}"))
-                continue
-            client.send(message)
+            checked = inbound.parse(line, PEER)  # bad JSON, too deep or of the wrong shape: answered here
+            to = inbound.deliver(checked, client.sink)
+            if to is not None:
+                client.send(checked.message, to)
     finally:
         logger.info("stdin closed: client gone")
         client.close()
@@ -101,7 +100,10 @@ class StdioClient:
                 self.open.discard(item.get("id"))
         self._client_sink(message)
 
-    def send(self, message) -> None:
+    def send(self, message, sink=None) -> None:
+        """Hand one checked client message to the Session; `sink` (default: this client's own)
+        is where its answers go (a batch's may merge troupe's own answers into the array)."""
+        sink = sink or self.sink
         for item in message if isinstance(message, list) else (message,):
             if isinstance(item, dict) and isinstance(item.get("method"), str):
                 if item["method"] in self.REPLAYED:
@@ -109,9 +111,9 @@ class StdioClient:
                 rid = item.get("id")
                 if isinstance(rid, (str, int)) and not isinstance(rid, bool):
                     self.open.add(rid)
-        if not tell(self.session, ClientMessage(message, self.sink)):
+        if not tell(self.session, ClientMessage(message, sink)):
             self._replace(self.generation, "its session had stopped")
-            tell(self.session, ClientMessage(message, self.sink))
+            tell(self.session, ClientMessage(message, sink))
 
     def _replace(self, generation: int, why: str) -> None:
         if generation != self.generation:

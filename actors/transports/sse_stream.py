@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-import orjson
 import requests
 import sseclient
 
+from actors.protocol import jsonrpc
 from actors.transports.base import TransportGarbage
 
 # sseclient's default reader iterates the response, and urllib3 fills a whole
@@ -31,8 +31,10 @@ def backoff(attempt: int) -> float:
 def parse_payload(data: bytes | str) -> list:
     """JSON text → messages (a list is a batch); what is not a message becomes garbage."""
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = jsonrpc.decode(data)
+    except jsonrpc.TooDeep as exc:  # an answer's id still fails its request at once
+        return [TransportGarbage(str(exc), exc.message_id if exc.answer else None)]
+    except ValueError as exc:
         return [TransportGarbage(f"invalid JSON: {exc}")]
     items = value if isinstance(value, list) else [value]
     return [m if isinstance(m, dict) else TransportGarbage("not a JSON-RPC object") for m in items]

@@ -225,6 +225,10 @@ class StdioTransport:
             return
         try:
             msg = jsonrpc.decode(line)
+        except jsonrpc.TooDeep as exc:  # an answer's id still fails its request at once
+            self._flush_garbage()
+            self._on_message(TransportGarbage(str(exc), exc.message_id if exc.answer else None))
+            return
         except ValueError:
             msg = None
         if not isinstance(msg, dict):

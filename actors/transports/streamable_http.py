@@ -6,7 +6,6 @@ import time
 from typing import Any, Mapping
 
 import gevent
-import orjson
 import requests
 import sseclient
 from loguru import logger
@@ -43,6 +42,8 @@ _NO_BODY = (202, 204)  # status codes that mean "no response body by design"
 
 
 def _answers(message: Any, request_id: Any) -> bool:
+    if isinstance(message, TransportGarbage):  # an answer refused at parse (too deep) answers it still
+        return message.request_id is not None and message.request_id == request_id
     return (isinstance(message, dict) and "method" not in message
             and ("result" in message or "error" in message) and message.get("id") == request_id)
 
@@ -171,7 +172,7 @@ class StreamableHttpTransport(HttpTransportBase):
         if not _modern(message):
             return False
         try:
-            body = orjson.loads(resp.raw.read(ERROR_BODY_LIMIT, decode_content=True))
+            body = jsonrpc.decode(resp.raw.read(ERROR_BODY_LIMIT, decode_content=True))
         except Exception:  # an HTML page or nothing: the status line is all there is
             return False
         if not modern_client.is_modern_error_body(body):

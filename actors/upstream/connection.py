@@ -25,7 +25,7 @@ from actors.messages import (
     TransportClosed,
     UpstreamError,
 )
-from actors.protocol import handshake, jsonrpc, mcp, modern_client
+from actors.protocol import handshake, jsonrpc, mcp, modern_client, server_shapes
 from actors.protocol.modern_client import MODERN
 from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
@@ -37,7 +37,7 @@ from actors.upstream.backpressure import Backpressure
 from actors.upstream.liveness import Liveness
 from actors.upstream.modern import ListenDue, RelistDue
 from actors.upstream.opening import EraOpening
-from actors.upstream.requests import RequestTable, outcome_of, usable_id
+from actors.upstream.requests import RequestTable, usable_id
 from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
@@ -343,7 +343,12 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                              f"{repr(msg['id'])[:ID_PREVIEW_CHARS]}")
             return
         if "method" in msg:
-            if msg["method"] == modern_client.ACKNOWLEDGED:
+            problem = server_shapes.message_problem(msg)
+            if problem is not None:  # refused (so the server waits for nothing) or dropped, and logged
+                self._dropped(1, f"refused a malformed {msg['method'][:ID_PREVIEW_CHARS]}: {problem}")
+                if "id" in msg:
+                    self._send(jsonrpc.error(msg["id"], jsonrpc.INVALID_PARAMS, f"troupe: {problem}"))
+            elif msg["method"] == modern_client.ACKNOWLEDGED:
                 self.modern.acknowledged()
             elif "id" in msg:
                 self.server_messages.request(msg, related)
@@ -357,7 +362,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             return
         if pending.method not in ("ping", modern_client.DISCOVER):
             self.liveness.answered()
-        self._complete(rid, outcome_of(msg, self.config.name))
+        self._complete(rid, self.requests.outcome(msg, pending, self.config.name))
 
     def _dropped(self, count: int, text: str) -> None:
         """Log what the server sent that troupe dropped, at most a few lines a second."""

@@ -14,7 +14,7 @@ from loguru import logger
 
 from actors.deadline import Deadline
 from actors.messages import UpstreamError
-from actors.protocol import jsonrpc
+from actors.protocol import jsonrpc, server_shapes
 from actors.upstream.stats import ServerStats
 
 
@@ -124,6 +124,17 @@ class RequestTable:
             self.stats.record(time.perf_counter() - pending.started, not isinstance(outcome, UpstreamError))
         self._answer(pending, outcome)
         return pending
+
+    def outcome(self, reply: dict, pending: Pending, server: str):
+        """A response from the wire as the answer its request gets. One that does not fit the
+        request's method (server_shapes) becomes an UpstreamError naming the server and the field,
+        so the caller is told and no actor reads a value of the wrong type; a log line says so too."""
+        problem = server_shapes.answer_problem(reply, pending.method)
+        if problem is None:
+            return outcome_of(reply, server)
+        self._log.warning("malformed answer to {}: {}", pending.method, problem)
+        return UpstreamError(jsonrpc.INTERNAL_ERROR, f"server {server} sent a malformed answer to "
+                                                     f"{pending.method}: {problem}", server=server)
 
     def drop_late(self, request_id) -> None:
         """An answer for an id that is not pending: dropped, counted."""

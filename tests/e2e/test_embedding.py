@@ -93,12 +93,17 @@ def test_200_greenlets_call_tools_concurrently_through_the_handle(tmp_path):
             unknown = None
         except ToolError as exc:
             unknown = exc.code
+        try:  # the handle checks what its host sends, as the fronts check their clients
+            troupe.call_tool("e0__echo", ["not", "an", "object"])
+            malformed = None
+        except ToolError as exc:
+            malformed = [exc.code, str(exc)]
         troupe.stop()
         done(names=sorted(names), wall=wall, ok=sum(1 for j in jobs if j.successful()),
              slept=sum(1 for j in jobs if j.successful() and j.value[1]["content"][0]["text"] == "slept"),
              sums=sum(1 for j in jobs if j.successful() and j.value[2]),
              sum_of_calls=sum(j.value[0] for j in jobs if j.successful()), max_gap=max(gaps),
-             failed=failed, unknown=unknown)
+             failed=failed, unknown=unknown, malformed=malformed)
     """)
     assert {"e0__sleep", "e3__add", "core_status"} <= set(out["names"])
     assert "call_tool" not in out["names"]  # flat, whatever serve.mode says
@@ -110,6 +115,7 @@ def test_200_greenlets_call_tools_concurrently_through_the_handle(tmp_path):
     assert out["max_gap"] < 1.5, "the host's own greenlets were starved"
     assert out["failed"]["isError"] is True and out["failed"]["content"][0]["text"] == "boom"
     assert out["unknown"] == -32602
+    assert out["malformed"][0] == -32602 and "params.arguments must be an object, got array" in out["malformed"][1]
 
 
 # Records what `import actors` loads, before anything else of the host's is imported.
