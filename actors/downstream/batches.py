@@ -12,17 +12,41 @@ def serve_batch(batch: list, sink: Callable[[Any], None], handle: Callable[[Any,
     # Entries that get an answer: anything but a notification or a response from the client.
     expected = sum(1 for m in batch if not (isinstance(m, dict) and (
         ("method" in m and "id" not in m) or ("method" not in m and ("result" in m or "error" in m)))))
-    answers: list = []
-
-    def collect(message: dict) -> None:  # any greenlet: answers gathered, the rest passed on
-        if "method" in message:
-            sink(message)
-            return
-        answers.append(message)
-        if len(answers) == expected:
-            sink(answers)
+    collect = _Collector(sink, expected)
     for m in batch:
         if isinstance(m, dict) and m.get("method") == "initialize":
             collect(jsonrpc.error(m.get("id"), jsonrpc.INVALID_REQUEST, "initialize must not be batched"))
         else:
             handle(m, collect if expected else sink)
+
+
+class _Collector:
+    """Gathers a batch's answers (any greenlet) and sends them as one array once the last one
+    owed is in; notifications pass straight through. A cancelled entry (`withdrawn`) is owed
+    nothing, so the array goes out without it."""
+
+    __slots__ = ("sink", "expected", "answers")
+
+    def __init__(self, sink: Callable[[Any], None], expected: int) -> None:
+        self.sink, self.expected, self.answers = sink, expected, []
+
+    def __call__(self, message: dict) -> None:
+        if "method" in message:
+            self.sink(message)
+            return
+        self.answers.append(message)
+        self._flush()
+
+    def withdrawn(self, rid) -> None:
+        self.expected -= 1
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.expected >= 0 and len(self.answers) == self.expected:
+            self.expected = -1  # sent: once
+            if self.answers:
+                self.sink(self.answers)
+                return
+            hook = getattr(self.sink, "withdrawn", None)  # every entry cancelled: no answer at all
+            if hook is not None:
+                hook(None)

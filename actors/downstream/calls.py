@@ -13,7 +13,6 @@ and finds nothing once the call was answered or withdrawn.
 """
 from __future__ import annotations
 
-import itertools
 from typing import Any, Callable
 
 import gevent
@@ -80,14 +79,14 @@ class CallTable:
         self._on_deadline = on_deadline
         self._calls: dict[int, Call] = {}
         self._by_rid: dict[Any, int] = {}
-        self._tokens = itertools.count(1)
+        self.last_token = 0  # the newest call's; tokens only grow
 
     def __len__(self) -> int:
         return len(self._calls)
 
     def open(self, rid, sink, shape, phase: str, deadline: float) -> Call:
         """Record a call the Session has just accepted, its deadline `deadline` seconds away."""
-        token = next(self._tokens)
+        self.last_token = token = self.last_token + 1
         call = self._calls[token] = Call(rid, sink, shape, token, phase)
         if rid is not None:
             self._by_rid[rid] = token  # a reused id now names this call; the earlier one is still answered
@@ -170,6 +169,10 @@ def _kill(timer) -> None:
 
 
 def _stop(call: Call, reason: str) -> None:
+    rounds = call.rounds
+    if rounds is not None and getattr(rounds, "timer", None) is not None:  # a parked call's own timer
+        _kill(rounds.timer)
+        rounds.timer = None
     work, call.work = call.work, None
     if work is None or work.dead or work is gevent.getcurrent():
         return

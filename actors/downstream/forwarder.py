@@ -70,9 +70,14 @@ class Forwarder:
         call.sink(answer)
 
     def fail(self, token: int, why: str) -> None:
-        """Call `token` hit a bug in troupe: its work stops and it is answered with an internal error."""
+        """Call `token` hit a bug in troupe: its work stops (upstream too) and it is answered with
+        an internal error."""
         call = self.table.stop(token, why)
-        if call is not None and call.sink is not None:
+        if call is None:
+            return
+        if call.phase == FORWARDED and call.ref is not None:
+            tell(call.ref, CancelForward(self._me, token, why))
+        if call.sink is not None:
             _deliver(call.sink, jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR, why))
 
     def notice(self, token: int, message: dict) -> None:
@@ -116,12 +121,15 @@ class Forwarder:
 
     def settled(self, token: int) -> None:
         """Start-up settled (or its wait ran out): the deferred request is handled now."""
-        call = self.table.settle(token)
+        call = self.table.stop(token, "start-up settled")  # its wait ends here (if the deadline came first)
         if call is None or call.sink is None:
             return  # cancelled while it waited
         self._after_wait = True
         try:
             self._handle(call.message, call.sink, call.principal)
+        except Exception as exc:  # out of the table already: its answer is owed from here
+            logger.opt(exception=exc).error("session {}: a deferred request failed", self._key)
+            _deliver(call.sink, jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR, f"troupe internal error: {exc}"))
         finally:
             self._after_wait = False
 

@@ -127,6 +127,7 @@ class Session(pykka.ThreadingActor):
         # client is still there and waits), then everything else is released as on_stop does.
         why = f"troupe internal error: session {self.key} failed ({exc_type.__name__ if exc_type else 'error'})"
         logger.error("session {} failed: {}: {}", self.key, exc_type.__name__ if exc_type else "?", exc_value)
+        self.rounds.release(why)  # before the table empties: the servers' questions parked calls held
         self.forwarder.fail_all(why)
         self._depart(why, why)
         if self.on_failed is not None:
@@ -177,11 +178,8 @@ class Session(pykka.ThreadingActor):
             self.forwarder.fail(token, why)
             return
         if isinstance(message, ClientMessage) and isinstance(message.message, dict):
-            rid = message.message.get("id")
+            rid = message.message.get("id")  # it failed before its handler ran (_request answers those)
             if "method" in message.message and isinstance(rid, (str, int)) and not isinstance(rid, bool):
-                call = self.calls.get(rid)
-                if call is not None:  # accepted before it failed: answered through the table
-                    self.calls.stop(call.token, why)
                 _deliver(message.sink, jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, why))
 
     def _dispatch(self, message) -> None:
@@ -232,8 +230,7 @@ class Session(pykka.ThreadingActor):
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
             case WorkflowsChanged(names=names):
                 self.workflows.changed(names)
-            case ClientGone(reason=reason):
-                self.forwarder.cancel_all(reason)
+            case ClientGone():  # on_stop releases all it held, the servers' questions first
                 self.actor_ref.stop(block=False)
             case _:
                 logger.warning("session: unknown message {!r}", message)
@@ -314,14 +311,17 @@ class Session(pykka.ThreadingActor):
         if handler is None:
             sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
             return
+        opened = self.calls.last_token  # a call this request opens has a later token
         try:
             handler(rid, params, sink, msg)
         except Exception as exc:  # a bug answers this request; it must not kill the session
             logger.exception("session: {} failed", method)
+            why = f"troupe internal error in {method}: {exc}"
             call = self.calls.get(rid)
-            if call is not None:
-                self.calls.stop(call.token, "troupe internal error")
-            sink(jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, f"troupe internal error in {method}: {exc}"))
+            if call is not None and call.token > opened:
+                self.forwarder.fail(call.token, why)  # answered (and cancelled upstream) through its call
+            else:  # it had opened no call (or one answered already is not in the table)
+                _deliver(sink, jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, why))
 
     # ---------------------------------------------------------------- notifications out
 

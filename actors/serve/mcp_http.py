@@ -115,7 +115,11 @@ class McpHttp:
             # requests of this call travel on it ahead of the answer. Nothing is sent before the
             # first message anyway; when that is the answer, the whole stream is that one event,
             # sent with a length in one write (no chunked framing and no end chunk: issue 20).
-            first = wait.next()
+            try:
+                first = wait.next()
+            except BaseException:  # the handler is being killed: nothing of this POST may stay held
+                wait.done(lambda: self.sessions.release(hs, replies))
+                raise
             if first is _ENDED:  # cancelled (no answer is owed), or its client hung up
                 wait.done(lambda: self.sessions.release(hs, replies))
                 return "202 Accepted", [*headers], b""
@@ -162,13 +166,15 @@ class McpHttp:
         if taken is None:
             return _gone(None)
         hs, replies = taken
-        self._send(hs, batch, replies.put)
+        self._send(hs, batch, _PostSink(replies))  # every entry cancelled: the POST ends with no answer
         try:
             while True:  # notifications ahead of the answers cannot travel in a JSON reply
                 try:
                     answer = replies.get(timeout=REPLY_TIMEOUT)
                 except gevent.queue.Empty:
                     return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
+                if answer is _ENDED:
+                    return "202 Accepted", [("Mcp-Session-Id", hs.id)], b""
                 if isinstance(answer, list) or "method" not in answer:
                     return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
                         jsonrpc.encode(refused + answer if isinstance(answer, list) else answer)

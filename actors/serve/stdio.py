@@ -104,16 +104,20 @@ class StdioClient:
         """Hand one checked client message to the Session; `sink` (default: this client's own)
         is where its answers go (a batch's may merge troupe's own answers into the array)."""
         sink = sink or self.sink
+        ids = []
         for item in message if isinstance(message, list) else (message,):
             if isinstance(item, dict) and isinstance(item.get("method"), str):
                 if item["method"] in self.REPLAYED:
                     self.handshake[item["method"]] = item
                 rid = item.get("id")
                 if isinstance(rid, (str, int)) and not isinstance(rid, bool):
-                    self.open.add(rid)
+                    ids.append(rid)
         if not tell(self.session, ClientMessage(message, sink)):
+            # the Session stopped before this message reached it: the others it held are answered,
+            # and this one goes to the fresh Session (never both)
             self._replace(self.generation, "its session had stopped")
             tell(self.session, ClientMessage(message, sink))
+        self.open.update(ids)  # no yield since the tell: its answer cannot have come yet
 
     def _replace(self, generation: int, why: str) -> None:
         if generation != self.generation:

@@ -276,8 +276,11 @@ class StreamableHttpTransport(HttpTransportBase):
 
     # -- SSE streams ------------------------------------------------------------------
 
-    def _take(self, event: sseclient.Event, cursor: StreamCursor, request: dict | None) -> bool:
-        """Deliver one event; True if it carried the answer to request."""
+    def _take(self, event: sseclient.Event, cursor: StreamCursor, request: dict | None,
+              stream_of: dict | None = None) -> bool:
+        """Deliver one event; True if it carried the answer to request. A server's request on it
+        is marked as on the stream of `stream_of` (default: `request`): the call it belongs to."""
+        stream_of = stream_of or request
         cursor.note(event)
         if event.event != "message" or not event.data:
             return False  # priming events carry only an id (and maybe retry)
@@ -286,8 +289,8 @@ class StreamableHttpTransport(HttpTransportBase):
             if request is not None and _answers(item, request["id"]):
                 answered = True
                 self._note_answer(request, item)
-            if request is not None and isinstance(item, dict) and "method" in item and "id" in item:
-                self._deliver(OnStream(item, request["id"]))  # the server asks on this call's stream
+            if stream_of is not None and isinstance(item, dict) and "method" in item and "id" in item:
+                self._deliver(OnStream(item, stream_of["id"]))  # the server asks on this call's stream
             else:
                 self._deliver(item)
         return answered
@@ -303,8 +306,8 @@ class StreamableHttpTransport(HttpTransportBase):
                     break
             if answered:
                 with gevent.Timeout(POST_STREAM_TAIL, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
-                    for event in events:
-                        self._take(event, cursor, None)
+                    for event in events:  # after the answer, still this call's stream
+                        self._take(event, cursor, None, stream_of=request)
         except Exception as exc:  # the link broke mid-stream; the caller decides about resuming
             if not self._closing:
                 self._log.debug("stream broke: {}", describe_exc(exc))
