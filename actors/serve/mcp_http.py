@@ -11,6 +11,7 @@ from actors.protocol import inbound, jsonrpc, mcp
 from actors.serve import sse_framing as sse
 from actors.serve.client_counts import ClientCounts
 from actors.serve.listener import watch_hangup
+from actors.serve.post_wait import ENDED, REPLY_TIMEOUT, PostSink, PostWait, until_answer
 from actors.serve.modern_http import ModernFront, routes_modern
 from actors.serve.relay import Relay, is_relay
 from actors.serve.security import CLIENT_KEY
@@ -19,7 +20,6 @@ from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTabl
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
 MAX_BODY = 16 * 1024 * 1024
-REPLY_TIMEOUT = 900.0  # a safety net only: every forwarded call already has its server's timeout
 
 Response = tuple[str, list, Any]  # status, headers, body bytes or an iterator of bytes
 
@@ -108,7 +108,7 @@ class McpHttp:
         hs, replies = taken
         assert replies is not None  # open(legacy=False) and acquire both give a reply queue
         headers = [("Mcp-Session-Id", hs.id)]
-        wait = _PostWait(environ, hs, replies, msg["id"])
+        wait = PostWait(environ, hs, replies, msg["id"])
         self._send(hs, msg, wait.sink)  # a dead session answers through `replies` too
         if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
             # An SSE reply, as the reference servers give: progress, logs and server→client
@@ -120,7 +120,7 @@ class McpHttp:
             except BaseException:  # the handler is being killed: nothing of this POST may stay held
                 wait.done(lambda: self.sessions.release(hs, replies))
                 raise
-            if first is _ENDED:  # cancelled (no answer is owed), or its client hung up
+            if first is ENDED:  # cancelled (no answer is owed), or its client hung up
                 wait.done(lambda: self.sessions.release(hs, replies))
                 return "202 Accepted", [*headers], b""
             if _answers(first, msg["id"]):
@@ -128,15 +128,15 @@ class McpHttp:
                 event = sse.event(first, name="message")
                 return "200 OK", [*sse.HEADERS, *headers, ("Content-Length", str(len(event)))], [event]
             return "200 OK", [*sse.HEADERS, *headers], \
-                _until_answer(first, wait, lambda: self.sessions.release(hs, replies))
+                until_answer(first, wait, lambda: self.sessions.release(hs, replies))
         # JSON: notifications that precede the answer cannot travel in it and are dropped.
         try:
             answer = wait.next()
-            while answer is not _ENDED and not _answers(answer, msg["id"]):
+            while answer is not ENDED and not _answers(answer, msg["id"]):
                 answer = wait.next()
         finally:
             wait.done(lambda: self.sessions.release(hs, replies))
-        if answer is _ENDED:
+        if answer is ENDED:
             return "202 Accepted", [*headers], b""  # cancelled: no JSON-RPC answer is owed
         if created and "error" in answer:  # a failed initialize leaves no session behind
             self.sessions.close(hs.id, "initialize failed")
@@ -166,14 +166,14 @@ class McpHttp:
         if taken is None:
             return _gone(None)
         hs, replies = taken
-        self._send(hs, batch, _PostSink(replies))  # every entry cancelled: the POST ends with no answer
+        self._send(hs, batch, PostSink(replies))  # every entry cancelled: the POST ends with no answer
         try:
             while True:  # notifications ahead of the answers cannot travel in a JSON reply
                 try:
                     answer = replies.get(timeout=REPLY_TIMEOUT)
                 except gevent.queue.Empty:
                     return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
-                if answer is _ENDED:
+                if answer is ENDED:
                     return "202 Accepted", [("Mcp-Session-Id", hs.id)], b""
                 if isinstance(answer, list) or "method" not in answer:
                     return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
@@ -295,80 +295,6 @@ def _gone(rid) -> Response:
 
 def _answers(message: dict, rid) -> bool:
     return "method" not in message and message.get("id") == rid
-
-
-_ENDED = object()  # a POST's wait: its call was cancelled, or its client hung up; no answer goes out
-_HUNG_UP = object()
-QUICK_S = 0.05  # a POST answered sooner is never watched for a hang-up (a greenlet each)
-
-
-class _PostSink:
-    """The sink of one legacy-era POST: the Session's messages for it go on its reply queue, and a
-    cancel of its call (`withdrawn`) ends it at once, with no answer, instead of at REPLY_TIMEOUT."""
-
-    __slots__ = ("replies",)
-
-    def __init__(self, replies: gevent.queue.Queue) -> None:
-        self.replies = replies
-
-    def __call__(self, message) -> None:
-        self.replies.put(message)
-
-    def withdrawn(self, rid) -> None:
-        self.replies.put(_ENDED)
-
-
-class _PostWait:
-    """What one legacy-era POST waits for: the messages of its call, until its answer, a cancel,
-    or its client hanging up (watched for once the call has taken longer than QUICK_S: then the
-    call is cancelled in the Session, so neither a connection nor upstream work is held for it)."""
-
-    def __init__(self, environ, hs: HttpSession, replies: gevent.queue.Queue, rid) -> None:
-        self.environ, self.hs, self.replies, self.rid = environ, hs, replies, rid
-        self.sink = _PostSink(replies)
-        self._watcher = None
-        self._waited = False
-
-    def next(self) -> Any:
-        """The next message, or _ENDED (cancelled, hung up); an error answer after REPLY_TIMEOUT."""
-        try:
-            item = self.replies.get(timeout=QUICK_S if not self._waited else REPLY_TIMEOUT)
-        except gevent.queue.Empty:
-            if self._waited:
-                return jsonrpc.error(self.rid, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time")
-            self._waited = True
-            self._watcher = watch_hangup(self.environ, lambda: self.replies.put(_HUNG_UP))
-            return self.next()
-        if item is _HUNG_UP:  # the client left: its call is cancelled, as if it had said so
-            self.hs.send(jsonrpc.notification("notifications/cancelled", {
-                "requestId": self.rid, "reason": "the client hung up"}), _ignore)
-            return _ENDED
-        return item
-
-    def done(self, release) -> None:
-        if self._watcher is not None:
-            self._watcher.kill(block=False)
-            self._watcher = None
-        release()
-
-
-def _ignore(message) -> None:
-    pass
-
-
-def _until_answer(first: Any, wait: _PostWait, done) -> Iterator[bytes]:
-    message = first
-    try:
-        while True:
-            if message is not None:
-                yield sse.event(message, name="message")
-                if _answers(message, wait.rid):
-                    return
-            message = wait.next()
-            if message is _ENDED:
-                return  # cancelled: the stream closes without an answer
-    finally:
-        wait.done(done)
 
 
 def _stream(environ, queue: gevent.queue.Queue, first: bytes, on_close) -> Iterator[bytes]:
