@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from loguru import logger
 
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import jsonrpc, mcp, modern
 
 # A 2026-07-28 request's envelope names its version here (protocol.modern checks the envelope itself).
 MODERN_VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -196,6 +196,8 @@ def params_problem(method: str, params: Any) -> str | None:
         if "progressToken" in meta and not is_id(meta["progressToken"]):
             return wrong("params._meta.progressToken", "a string or an integer", meta["progressToken"])
         if MODERN_VERSION_META in meta:
+            if method in modern.REMOVED:
+                return None  # no such method in that era: the Session answers "method not found" (HTTP 404)
             problem = _round_problem(params)
             if problem is not None:
                 return problem
