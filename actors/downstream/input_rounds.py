@@ -24,6 +24,7 @@ import gevent
 
 from actors.downstream.client_requests import labelled
 from actors.downstream.calls import Call, CallTable
+from actors.downstream.forwarder import relayed_log_level
 from actors.messages import CancelForward, Forward, ForwardReplied, ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.protocol.request_state import args_digest
@@ -230,7 +231,10 @@ class InputRounds:
 
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
             _tell(me, ForwardReplied(token, outcome))
+        # the next round goes out as the first did: the client's capabilities and log level with it
         if ref is None or not _tell(ref, Forward(call.method, params, on_reply, origin=me, origin_request=token,
+                                                 client_capabilities=self._fw.relayed_capabilities(call.sink),
+                                                 log_level=relayed_log_level(call.sink),
                                                  client=self._view.client_name)):
             why = status or f"server {call.server} went away"
             self._fw.settle(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server=call.server))
