@@ -18,6 +18,7 @@ from actors.runtime import Runtime
 from actors.settings import config
 from actors.downstream.session import Session
 from tests.support import PYTHON, ROOT, wait_until
+from tests.support.troupe import children_of
 
 SEEDS = range(4)
 STEPS = 120
@@ -70,23 +71,26 @@ class Client:
         self.session.tell(ClientGone("test"))
 
 
-def _kill_echo() -> None:
-    """SIGKILL the echo server's process (its Connection sees the pipe close and the supervisor restarts it)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = open(f"/proc/{entry}/cmdline", "rb").read()
-            except OSError:
-                continue
-            if b"tests.servers.echo" in cmdline and int(entry) != os.getpid():
-                os.kill(int(entry), signal.SIGKILL)
+def _kill_echo() -> int:
+    """SIGKILL this test's own echo server (a child of this process: other suites running side by
+    side have echo servers of their own); its Connection sees the pipe close and it is restarted."""
+    killed = 0
+    for pid in children_of(os.getpid()):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"tests.servers.echo" in cmdline:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed  # 0 while it is being restarted
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_request_gets_exactly_one_answer_or_none_after_a_cancel(runtime, seed):
     rng = random.Random(seed)
     clients = [Client(runtime, f"c{seed}-0")]
-    rid = 0
+    rid, kills, killed = 0, 0, 0
     for _ in range(STEPS):
         live = [c for c in clients if not c.gone]
         if not live:
@@ -109,11 +113,14 @@ def test_every_request_gets_exactly_one_answer_or_none_after_a_cancel(runtime, s
             client.leave()
             clients.append(Client(runtime, f"c{seed}-{len(clients)}"))
         elif op < 0.92:
-            _kill_echo()
+            kills += 1
+            killed += _kill_echo()
         else:
             client.request(rid, "tools/call", {"name": "no_such_tool", "arguments": {}})
         if rng.random() < 0.3:
             gevent.sleep(rng.random() * 0.05)  # let some of it happen before the next step
+
+    assert kills == 0 or killed > 0  # the crashes really happened
 
     def settled() -> bool:
         return all(rid in c.answers or rid in c.cancelled for c in clients if not c.gone for rid in c.asked)
