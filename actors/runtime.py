@@ -183,22 +183,9 @@ class Runtime:
     # ---------------------------------------------------------------- what a Session may use
 
     def session_context(self):
-        """A Session's frozen view of this troupe (actors/downstream/context.py): the published
-        snapshots it reads and the few acts it may ask for; the Session holds no Runtime."""
-        from actors.catalogue.views import profile_of
-        from actors.downstream import coretools
-        from actors.downstream.context import SessionContext
-        assert self.bus is not None  # sessions start on a started runtime
-        return SessionContext(
-            serve=self.config.serve, profile_of=lambda client: profile_of(self.config, client), bus=self.bus,
-            catalogue=self.catalogue, servers=lambda: self.servers.current, workflows=lambda: self.workflows.current,
-            settled=self.settled, sealer=self.sealer, cache=self.cache, connection=self.connection,
-            connection_or_status=self.connection_or_status, server_timeout=self.server_timeout,
-            retry_tools=self.retry_tools, passthrough_server=self.passthrough_server, sign_ins=self.sign_ins,
-            client_sign_ins=self.client_sign_ins, set_log_level=self.set_log_level,
-            notify_upstreams=self.notify_upstreams, client_left=self.client_left,
-            run_core=lambda name, args, view: coretools.run(name, args, self, view),
-            slowest_timeout=lambda: max((s.timeout for s in self.config.servers), default=DEFAULT_TIMEOUT))
+        """A Session's frozen view of this troupe (actors/downstream/context.py)."""
+        from actors.downstream.context import for_runtime
+        return for_runtime(self)
 
     # ---------------------------------------------------------------- reads (no actor hop)
 

@@ -43,3 +43,22 @@ class SessionContext:
     client_left: Callable[[Any], None]  # a Session stops: its own upstreams (share: per_client) stop
     run_core: Callable[[str, dict, Any], dict]  # a core_* tool, blocking: call from a greenlet of its own
     slowest_timeout: Callable[[], float]  # the longest server timeout configured now (workflow deadlines)
+
+
+def for_runtime(rt) -> SessionContext:
+    """The context of a Session on started Runtime `rt`: the published snapshots it reads and the
+    few acts it may ask for, bound once; the Session keeps no reference to `rt` itself."""
+    from actors.catalogue.views import profile_of
+    from actors.downstream import coretools
+    from actors.settings.model import DEFAULT_TIMEOUT
+    assert rt.bus is not None  # sessions start on a started runtime
+    return SessionContext(
+        serve=rt.config.serve, profile_of=lambda client: profile_of(rt.config, client), bus=rt.bus,
+        catalogue=rt.catalogue, servers=lambda: rt.servers.current, workflows=lambda: rt.workflows.current,
+        settled=rt.settled, sealer=rt.sealer, cache=rt.cache, connection=rt.connection,
+        connection_or_status=rt.connection_or_status, server_timeout=rt.server_timeout,
+        retry_tools=rt.retry_tools, passthrough_server=rt.passthrough_server, sign_ins=rt.sign_ins,
+        client_sign_ins=rt.client_sign_ins, set_log_level=rt.set_log_level,
+        notify_upstreams=rt.notify_upstreams, client_left=rt.client_left,
+        run_core=lambda name, args, view: coretools.run(name, args, rt, view),
+        slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT))

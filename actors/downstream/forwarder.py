@@ -165,11 +165,12 @@ class Forwarder:
         def on_reply(outcome) -> None:  # runs in the connection's greenlet: a tell, nothing else
             tell(me, ForwardReplied(token, outcome))
 
-        def on_progress(params: dict) -> None:  # the same: progress reaches the client through the mailbox
+        def relay_progress(params: dict) -> None:  # the same: progress reaches the client through the mailbox
             tell(me, Progressed(token, params))
+        # only a call that asked for progress hands a relay to its Connection
+        on_progress = relay_progress if call.progress_token is not None else None
         sink = call.sink
-        if not tell(ref, Forward(call.method, call.params, on_reply,
-                                 on_progress=on_progress if call.progress_token is not None else None,
+        if not tell(ref, Forward(call.method, call.params, on_reply, on_progress=on_progress,
                                  origin=me, origin_request=token,
                                  client_capabilities=self.relayed_capabilities(sink),
                                  log_level=relayed_log_level(sink), client=self._view.client_name,

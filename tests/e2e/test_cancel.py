@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import requests
 
+from tests.e2e.test_modern_http import _raw_post
 from tests.support import wait_until
 from tests.support.troupe import server
 
@@ -40,16 +40,6 @@ def test_a_read_cancelled_while_its_server_restarts_is_never_answered_nor_sent_a
     assert not any(m.get("id") == rid for m in t.received)  # no answer to the cancelled request
 
 
-def _post_on_socket(url: str, headers: dict, body: dict) -> socket.socket:
-    host, port = url.split("//")[1].split("/")[0].split(":")
-    sock = socket.create_connection((host, int(port)), timeout=15)
-    data = json.dumps(body).encode()
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {len(data)}\r\n{head}\r\n".encode()
-                 + data)
-    return sock
-
-
 def _answer(resp: requests.Response) -> dict:
     """The JSON-RPC answer of a POST, as JSON or as its SSE stream's last event."""
     if resp.headers["Content-Type"].startswith("application/json"):
@@ -72,8 +62,8 @@ def test_cancelled_and_abandoned_posts_free_their_connections(http_troupe):
     batch = 10  # open at once, well under the cap (the cancels and the status polls need connections too)
     for first in range(1, ABANDONED + 1, batch):
         ids = range(first, first + batch)
-        socks = [_post_on_socket(t.url, headers, {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-                                                  "params": {"name": "hang__hang", "arguments": {}}}) for rid in ids]
+        call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "hang__hang", "arguments": {}}}
+        socks = [_raw_post(t.url, {**call, "id": rid}, headers) for rid in ids]
         wait_until(lambda: _status(t)["servers"][0]["in_flight"] == batch, 10, message=f"{batch} calls in flight")
         for rid in ids:
             assert requests.post(t.url, json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
@@ -100,8 +90,8 @@ def test_a_client_that_hangs_up_cancels_its_call(http_troupe):
         headers=JSON, timeout=30)
     headers = {**JSON, "Mcp-Session-Id": init.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
     wait_until(lambda: _status(t)["servers"][0]["state"] == "ready", 30, message="hang ready")
-    sock = _post_on_socket(t.url, headers, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                            "params": {"name": "hang__hang", "arguments": {}}})
+    sock = _raw_post(t.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "hang__hang", "arguments": {}}}, headers)
     wait_until(lambda: _status(t)["servers"][0]["in_flight"] == 1, 10, message="the call in flight")
     sock.close()
     wait_until(lambda: _status(t)["servers"][0]["in_flight"] == 0, FREED_WITHIN_S + 1,
