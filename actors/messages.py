@@ -222,6 +222,9 @@ class PublishServer:
     identity: str = ""  # the server's launch line or URL: what its pins are keyed by
     pin: bool = True  # screen tools and prompts against their pins (ServerConfig.pin)
     instructions: str = ""  # from the server's initialize (or discover) result; tool search reads them
+    # No client's request has reached the server through this connection yet: what it adds
+    # now it added on its own start, not in answer to a call (see registry.FIRST_SIGHT_WINDOW).
+    untouched: bool = False
 
 
 @dataclass(frozen=True, slots=True)

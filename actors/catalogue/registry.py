@@ -1,6 +1,7 @@
 """Registry actor: the only writer of the catalogue; publishes immutable snapshots."""
 from __future__ import annotations
 
+import time
 from types import MappingProxyType
 
 import gevent
@@ -22,6 +23,13 @@ LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) int
 # Above this many tools a publish yields to the hub between its stages (each server's part of
 # the catalogue, then each profile's view): at 10,000 tools the whole costs ~120 ms of CPU.
 YIELD_ABOVE_TOOLS = 2000
+# Trust on first sight covers a server's first start, not only its first listing: a server
+# that adds tools once it has seen troupe's capabilities (server-everything adds its
+# sampling/elicitation/roots tools after `initialized`) lists them a moment later. Tools it
+# adds this soon after the first sight, in this run, before any client's request reached it
+# (PublishServer.untouched), are pinned with it. A definition that changes is withheld as
+# always, and so is a tool added later or after a call (a rug pull answers a call).
+FIRST_SIGHT_WINDOW = 10.0
 
 
 class _Flush:
@@ -54,6 +62,7 @@ class Registry(pykka.ThreadingActor):
         self.profiles = tuple(profiles)  # config.profiles: fixed for the runtime's life (reload keeps them)
         self._published: dict[str, tuple] = {}  # server → (PublishServer as listed, its digests)
         self._first_sight: dict[str, Pinned] = {}  # identity → pins told to the keeper, until its snapshot has them
+        self._sighted: dict[str, float] = {}  # identity → when it was first pinned in this run (monotonic)
         self._lists: dict[str, ServerLists] = {}
         self._changed: set[str] = set()
         self._flush_timer: gevent.Greenlet | None = None
@@ -83,18 +92,21 @@ class Registry(pykka.ThreadingActor):
     def _screen(self, msg: PublishServer, sums, report: bool) -> set[str]:
         """Rebuild one server's ServerLists from its listing and its pins; returns what changed."""
         snapshot = self.trust.current
-        pinned = snapshot.pins.get(msg.identity)
-        if pinned is not None:
-            self._first_sight.pop(msg.identity, None)
-        else:
-            pinned = self._first_sight.get(msg.identity)  # told, not yet in a snapshot
-        result = screen({"tools": msg.tools, "prompts": msg.prompts}, pinned, msg.pin and bool(msg.identity), sums)
+        pinned = self._pins_of(msg.identity, snapshot)
+        lists, pin = {"tools": msg.tools, "prompts": msg.prompts}, msg.pin and bool(msg.identity)
+        result = screen(lists, pinned, pin, sums)
         if result.first_sight is not None and self.keeper is not None:
             self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
                                                        for k in KINDS))
+            self._sighted[msg.identity] = time.monotonic()
             self._tell_keeper(PinFirstSight.of(msg.identity, msg.server, result.first_sight))
-        elif report and msg.pin and msg.identity and (result.withheld_count
-                                                      or msg.identity in snapshot.withheld):
+            report = False
+        elif report and msg.untouched and pinned is not None and (
+                added := self._added_at_first_start(msg.identity, result)):
+            self._first_sight[msg.identity] = _extended(pinned, added)
+            self._tell_keeper(PinFirstSight.of(msg.identity, msg.server, added, extend=True))
+            result = screen(lists, self._first_sight[msg.identity], pin, sums)
+        if report and pin and (result.withheld_count or msg.identity in snapshot.withheld):
             self._tell_keeper(ReportWithheld.of(msg.identity, msg.server, result.withheld))
         new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
                           tuple(msg.templates), result.shown["prompts"],
@@ -107,6 +119,30 @@ class Registry(pykka.ThreadingActor):
             # Only search reads them: a new snapshot, but nothing a client's lists would show.
             self._publish()
         return changed
+
+    def _pins_of(self, identity: str, snapshot: TrustSnapshot) -> Pinned | None:
+        """The snapshot's pins, with what was told to the keeper and is not in a snapshot yet."""
+        pinned, told = snapshot.pins.get(identity), self._first_sight.get(identity)
+        if told is None:
+            return pinned
+        if pinned is None:
+            return told
+        missing = {k: {n: v for n, v in told.of(k).items() if n not in pinned.of(k)} for k in KINDS}
+        if not any(missing.values()):
+            self._first_sight.pop(identity, None)  # the keeper has written all of it
+            return pinned
+        return _extended(pinned, missing)
+
+    def _added_at_first_start(self, identity: str, result) -> dict:
+        """The new (never pinned) items of a listing that came within FIRST_SIGHT_WINDOW of the
+        server's first sight in this run: kind → name → (digest, definition)."""
+        since = self._sighted.get(identity)
+        if since is None or time.monotonic() - since > FIRST_SIGHT_WINDOW or self.keeper is None:
+            self._sighted.pop(identity, None)
+            return {}
+        added = {k: {n: (c["digest"], c["definition"]) for n, c in result.withheld.get(k, {}).items()
+                     if c["kind"] == "new"} for k in KINDS}
+        return added if any(added.values()) else {}
 
     def _tell_keeper(self, message) -> None:
         """Pins and withheld sets are recorded by the keeper; without one (a registry on its
@@ -164,3 +200,8 @@ def _diff(old: ServerLists | None, new: ServerLists) -> set[str]:
     if old.prompts != new.prompts or old.prefix != new.prefix:
         changed.add("prompts")
     return changed
+
+
+def _extended(pinned: Pinned, added) -> Pinned:
+    """pinned with the items of added (kind → name → (digest, definition)) it does not have."""
+    return Pinned(*(MappingProxyType({**added.get(k, {}), **pinned.of(k)}) for k in KINDS))

@@ -93,8 +93,9 @@ class TrustKeeper(pykka.ThreadingActor):
                 self._watchers.append(ref)
             case Decide():
                 self._decide(message)
-            case PinFirstSight(identity=identity, name=name, items=items):
-                self._queue(("pin", identity), lambda data: ledger.pin_first_sight(data, identity, name, items))
+            case PinFirstSight(identity=identity, name=name, items=items, extend=extend):
+                key = ("pin+", identity, message.items_json) if extend else ("pin", identity)
+                self._queue(key, lambda data: ledger.pin_first_sight(data, identity, name, items, extend))
             case ReportWithheld():
                 self._withheld(message)
             case _:

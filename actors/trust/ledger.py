@@ -176,12 +176,20 @@ def accept_withheld(entry: dict) -> int:
     return n
 
 
-def pin_first_sight(data: dict, identity: str, name: str, items: Mapping[str, Mapping[str, tuple]]) -> bool:
+def pin_first_sight(data: dict, identity: str, name: str, items: Mapping[str, Mapping[str, tuple]],
+                    extend: bool = False) -> bool:
     """Pin what a server lists the first time it is seen (kind → name → (digest, definition));
-    an existing pin is never replaced: only an operator's approval changes it."""
+    an existing pin is never replaced: only an operator's approval changes it. extend: add the
+    items not pinned yet (tools a server added during its first start) beside the pin."""
     entry = _entry(data, identity, name)
     if "pinned" in entry:
-        return False
+        if not extend:
+            return False
+        for kind in KINDS:
+            pins = entry["pinned"].setdefault(kind, {})
+            for n, (d, body) in items.get(kind, {}).items():
+                pins.setdefault(n, {"digest": d, "definition": body})
+        return True
     entry["pinned"] = {"at": time.time(), **{k: {n: {"digest": d, "definition": body}
                                                  for n, (d, body) in items.get(k, {}).items()}
                                              for k in KINDS}}

@@ -35,10 +35,13 @@ class PinFirstSight:
     identity: str
     name: str
     items_json: bytes  # kind → name → [digest, definition]
+    # True: tools the server added during its first start (see registry.FIRST_SIGHT_WINDOW),
+    # pinned beside what is pinned already; an existing pin is never changed either way.
+    extend: bool = False
 
     @classmethod
-    def of(cls, identity: str, name: str, items: Mapping) -> PinFirstSight:
-        return cls(identity, name, orjson.dumps(items, default=dict))
+    def of(cls, identity: str, name: str, items: Mapping, extend: bool = False) -> PinFirstSight:
+        return cls(identity, name, orjson.dumps(items, default=dict), extend)
 
     @property
     def items(self) -> dict[str, Any]:

@@ -91,6 +91,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             on_list_changed=self._list_changed)
         self._ready = False
         self._failed = False
+        self._used = False  # a client's request reached this server: it may now act on what it was told
         self.liveness = Liveness(config.name, generation, hung_after, report=functools.partial(tell, supervisor),
                                  fail=self._fail, ping=self._liveness_probe, log=self.log)
         self._init_era(era)
@@ -171,7 +172,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                                               lists.get("tools", ()), lists.get("resources", ()),
                                               lists.get("templates", ()), lists.get("prompts", ()),
                                               self.capabilities, trust_identity(self.config), self.config.pin,
-                                              self.instructions))
+                                              self.instructions, untouched=not self._used))
         counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
         if not self._ready:
             self._ready = True
@@ -225,6 +226,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
     # ---------------------------------------------------------------- requests
 
     def _forward(self, fwd: Forward) -> None:
+        self._used = True
         if not self._ready:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.config.name} is not ready",
                                        server=self.config.name))

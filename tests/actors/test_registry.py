@@ -126,3 +126,51 @@ def test_a_big_publish_yields_to_the_hub_and_no_reader_sees_it_half_built(monkey
     finally:
         done.set()
         pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture
+def kept(tmp_path):
+    """A Registry with a real TrustKeeper writing an approvals file."""
+    from actors.trust.keeper import TrustKeeper
+    bus = EventBus.start()
+    box, writer = Published.create(Catalogue())
+    trust, trust_writer = Published.create(TrustSnapshot())
+    keeper = TrustKeeper.start(str(tmp_path / "approvals.json"), trust_writer, poll_interval=0)
+    registry = Registry.start(writer, BusClient(bus), "__", trust_box=trust, keeper=keeper)
+    yield registry, box, trust, keeper
+    pykka.ActorRegistry.stop_all()
+
+
+OTHER = {"name": "forecast", "description": "Forecast for a city.", "inputSchema": {"type": "object"}}
+
+
+def _pinned_names(trust) -> set:
+    pin = trust.current.pins.get("stdio:w")
+    return set(pin.tools) if pin is not None else set()
+
+
+def test_tools_a_server_adds_during_its_first_start_are_pinned_with_its_first_sight(kept):
+    registry, box, trust, keeper = kept
+    registry.tell(PublishServer("w", "w", (TOOL,), identity="stdio:w"))
+    wait_until(lambda: box.current.tool("w__weather") is not None, 5, message="first sight shown")
+    # what server-everything does once it has seen the client's capabilities: it adds tools
+    registry.tell(PublishServer("w", "w", (TOOL, OTHER), identity="stdio:w", untouched=True))
+    wait_until(lambda: box.current.tool("w__forecast") is not None, 5, message="added tool shown")
+    wait_until(lambda: _pinned_names(trust) == {"weather", "forecast"}, 5, message="both pinned in the file")
+    # within the same window a changed definition is still withheld: only additions are trusted
+    registry.tell(PublishServer("w", "w", (CHANGED, OTHER), identity="stdio:w", untouched=True))
+    wait_until(lambda: box.current.withheld_tool("w__weather") is not None, 5, message="change withheld")
+    assert box.current.tool("w__forecast") is not None
+
+
+@pytest.mark.parametrize("late", ["after a call", "after the window"])
+def test_a_tool_added_after_a_call_or_after_the_first_start_is_withheld_as_new(kept, monkeypatch, late):
+    from actors.catalogue import registry as registry_module
+    registry, box, trust, keeper = kept
+    registry.tell(PublishServer("w", "w", (TOOL,), identity="stdio:w", untouched=True))
+    wait_until(lambda: _pinned_names(trust) == {"weather"}, 5, message="first sight pinned")
+    if late == "after the window":
+        monkeypatch.setattr(registry_module, "FIRST_SIGHT_WINDOW", 0.0)
+    registry.tell(PublishServer("w", "w", (TOOL, OTHER), identity="stdio:w", untouched=late != "after a call"))
+    wait_until(lambda: box.current.withheld_tool("w__forecast") is not None, 5, message="new tool withheld")
+    assert box.current.tool("w__forecast") is None and _pinned_names(trust) == {"weather"}
