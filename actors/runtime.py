@@ -370,11 +370,11 @@ class Runtime:
                                                  view.config.auth, client))
         return entries
 
-    def complete_sign_in(self, state: str, code: str) -> str:
+    def complete_sign_in(self, state: str, code: str, iss: str | None = None) -> str:
         """The /oauth/callback: the AuthKeeper exchanges the code; the names of the servers at the
         signed-in URL (and the client, for a client's own sign-in). KeyError for an unknown or used state."""
         assert self.auth_keeper is not None  # the front serves only a started runtime
-        key = self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f))
+        key = self._ask(self.auth_keeper, lambda f: CompleteSignIn(state, code, f, iss))
         url, client = split_key(key)
         names = [n for n, v in self.servers.current.servers.items() if v.config.http and v.config.http.url == url]
         shown = ", ".join(sorted(names)) or redact_url(url)

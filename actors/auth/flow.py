@@ -1,6 +1,7 @@
 """The blocking steps of a sign-in, run in greenlets the AuthKeeper spawns (never in the actor):
 discovery and registration up to an authorization URL, the code exchange, a refresh. The OAuth
-requests themselves are authlib's (PKCE S256, client authentication, token parsing)."""
+requests themselves are authlib's (PKCE S256, client authentication, token parsing); none of
+them follows a redirect, and each goes to an endpoint that passed actors/auth/url_rules.py."""
 from __future__ import annotations
 
 import secrets
@@ -11,7 +12,7 @@ from typing import Any, Iterator
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 
-from actors.auth import metadata, registration
+from actors.auth import metadata, registration, url_rules
 from actors.auth.tokens import Grant
 from actors.settings.upstream_auth import UpstreamAuth
 
@@ -39,12 +40,26 @@ class Pending:
     grant: Grant
     state: str = field(repr=False)
     verifier: str = field(repr=False)
+    issuer: str = ""  # the authorization server's, as its checked metadata names it
+    iss_required: bool = False  # it promised an `iss` on its authorization response (RFC 9207)
+
+    def iss_refusal(self, iss: str | None) -> str | None:
+        """Why the callback's `iss` refuses its code (RFC 9207), or None."""
+        return url_rules.iss_refusal(iss, self.issuer, self.iss_required) if self.issuer else None
+
+
+class _OAuth(OAuth2Session):
+    """authlib's requests client, following no redirect (a token endpoint that redirects is not
+    one the metadata named)."""
+
+    def get_redirect_target(self, resp):
+        return None
 
 
 @contextmanager
 def _oauth(grant: Grant) -> Iterator[Any]:
     """authlib's requests client for this grant's client (PKCE S256), closed after use."""
-    session: Any = OAuth2Session(grant.client_id, grant.client_secret, token_endpoint_auth_method=grant.auth_method,
+    session: Any = _OAuth(grant.client_id, grant.client_secret, token_endpoint_auth_method=grant.auth_method,
                                  scope=grant.scope, redirect_uri=grant.redirect_uri, code_challenge_method="S256",
                                  default_timeout=TOKEN_TIMEOUT)
     try:
@@ -56,7 +71,7 @@ def _oauth(grant: Grant) -> Iterator[Any]:
 def begin(key: str, url: str, challenge: str | None, settings: UpstreamAuth | None, redirect_uri: str,
           known: Grant | None) -> Pending:
     """Discover the server's authorization server, register (or reuse a client), build the URL."""
-    with requests.Session() as http:
+    with metadata.NoRedirects() as http:
         try:
             found = metadata.discover(http, url, metadata.challenge_params(challenge))
         except metadata.DiscoveryError as exc:
@@ -81,7 +96,7 @@ def begin(key: str, url: str, challenge: str | None, settings: UpstreamAuth | No
     with _oauth(grant) as oauth:
         auth_url, _ = oauth.create_authorization_url(found.authorization_endpoint, state=state,
                                                      code_verifier=verifier, resource=found.resource)
-    return Pending(key, auth_url, grant, state, verifier)
+    return Pending(key, auth_url, grant, state, verifier, found.issuer, found.iss_required)
 
 
 def exchange(pending: Pending, code: str) -> Grant:
@@ -102,6 +117,10 @@ def refresh(grant: Grant) -> Grant:
     """New tokens for a refresh token; SignInError(rejected=True) when it was revoked or expired."""
     if not grant.refresh_token:
         raise SignInError("no refresh token", rejected=True)
+    try:  # a grant stored by an older troupe was not checked when it was made
+        url_rules.check_authorization_url(grant.token_endpoint, grant.resource, "token endpoint")
+    except url_rules.Refused as exc:
+        raise SignInError(f"refresh refused: {exc}", rejected=True) from None
     with _oauth(grant) as oauth:
         try:
             token = oauth.refresh_token(grant.token_endpoint, refresh_token=grant.refresh_token,

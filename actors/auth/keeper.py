@@ -196,6 +196,12 @@ class AuthKeeper(pykka.ThreadingActor):
             fail(msg.reply, KeyError("unknown or used sign-in state"))
             return
         self.flows.pop(pending.key, None)
+        refusal = pending.iss_refusal(msg.iss)
+        if refusal is not None:  # a mix-up (RFC 9207): the code is not sent anywhere; a new link instead
+            logger.warning("auth: sign-in for {} refused: {}", _shown(pending.key), refusal)
+            fail(msg.reply, flow.SignInError(refusal, rejected=True))
+            self._begin(pending.key)
+            return
         self.busy.add(pending.key)
         self._spawn(pending.key, "exchange", lambda: _Outcome(pending.key, "exchange", flow.exchange(pending, msg.code),
                                                               reply=msg.reply), reply=msg.reply)

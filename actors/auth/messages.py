@@ -23,12 +23,14 @@ class Unauthorized:
 
 @dataclass(frozen=True, slots=True)
 class CompleteSignIn:
-    """Told by the HTTP front's /oauth/callback: exchange `code` for the flow known by `state`.
-    Reply: the signed-in server's URL; KeyError for an unknown or used state, SignInError else."""
+    """Told by the HTTP front's /oauth/callback: exchange `code` for the flow known by `state`
+    (unless its `iss` is not the issuer's, RFC 9207). Reply: the signed-in server's URL; KeyError
+    for an unknown or used state, SignInError else."""
 
     state: str = field(repr=False)
     code: str = field(repr=False)
     reply: pykka.ThreadingFuture = field(repr=False)
+    iss: str | None = None  # the response's RFC 9207 issuer, None when it carried none
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,9 +43,13 @@ class FakeFlow:
         self.begun += 1
         grant = Grant("https://as/token", url, "client", "none", redirect_uri)
         return flow.Pending(key, f"https://as/authorize?n={self.begun}", grant, state=f"state-{self.begun}",
-                            verifier="v")
+                            verifier="v", issuer="https://as", iss_required=self.iss_required)
+
+    iss_required = False
+    exchanges = 0
 
     def exchange(self, pending, code):
+        self.exchanges += 1
         assert code == "the-code"
         return self.token(pending.grant, lifetime=self.lifetime)
 
@@ -69,9 +73,9 @@ def keeper(tmp_path, monkeypatch):
     ref.stop()
 
 
-def _ask(ref, state: str, code: str = "the-code"):
+def _ask(ref, state: str, code: str = "the-code", iss: str | None = None):
     future = pykka.ThreadingFuture()
-    ref.tell(CompleteSignIn(state, code, future))
+    ref.tell(CompleteSignIn(state, code, future, iss))
     return future.get(timeout=5)
 
 
@@ -147,3 +151,22 @@ def test_refreshed_before_expiry_and_a_revoked_refresh_token_asks_for_a_sign_in(
     # Nobody was refused yet: the supervisor hears of it, and the sign-in is prepared at once.
     wait_until(lambda: SignInRequired(URL) in supervisor.told, 5, message="SignInRequired told")
     wait_until(lambda: box.current.sign_ins.get(URL, {}).get("auth_url"), 5, message="a sign-in asked")
+
+
+def test_a_code_from_another_issuer_is_refused_before_any_exchange(keeper):
+    """RFC 9207: where the server promised `iss`, a response without it or naming another issuer
+    is refused, its code never sent; a fresh sign-in link replaces the used one."""
+    ref, box, supervisor, fake, access = keeper
+    fake.iss_required = True
+    ref.tell(SetRedirect("http://127.0.0.1:9"))
+    access.unauthorized("guarded", URL, None, None)
+    for n, iss in enumerate((None, "https://evil", "https://as/"), start=1):
+        wait_until(lambda n=n: box.current.sign_ins.get(URL, {}).get("auth_url") == f"https://as/authorize?n={n}", 5,
+                   message=f"sign-in link {n}")
+        with pytest.raises(flow.SignInError, match="RFC 9207"):
+            _ask(ref, f"state-{n}", iss=iss)
+        assert fake.exchanges == 0
+    wait_until(lambda: box.current.sign_ins.get(URL, {}).get("auth_url") == "https://as/authorize?n=4", 5,
+               message="sign-in link 4")
+    assert _ask(ref, "state-4", iss="https://as") == URL and fake.exchanges == 1
+    wait_until(lambda: access.bearer(URL), 5, message="a bearer")
