@@ -88,6 +88,9 @@ class UpstreamLists:
         if self._capabilities is None:
             return
         kinds = tuple(kinds)
+        if self._pending.issuperset(kinds):  # a storm's common case: the re-read is due already
+            self._unheard.update(kinds)
+            return
         fresh = tuple(k for k in kinds if k not in self._pending)
         self._unheard.update(k for k in kinds if k in self._pending)
         self.read(kinds, self._capabilities)
