@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from types import MappingProxyType
 
 import gevent
@@ -30,11 +31,24 @@ YIELD_ABOVE_TOOLS = 2000
 # (PublishServer.untouched), are pinned with it. A definition that changes is withheld as
 # always, and so is a tool added later or after a call (a rug pull answers a call).
 FIRST_SIGHT_WINDOW = 10.0
+# A storm of real changes from one server must not make the hub rebuild all the time: after a
+# server's listing is screened and built, its next one waits until that work's cost is at most
+# REBUILD_SHARE of the time since (within these bounds); listings arriving meanwhile are held,
+# the latest wins. A listing after a calm spell is taken at once: callers see new tools promptly.
+REBUILD_SHARE = 0.1
+REPUBLISH_AFTER = (0.1, 2.0)  # seconds: the shortest and longest hold
 
 
 class _Flush:
     """Told by the debounce timer to its Registry: publish the gathered ToolsChanged notice now."""
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Release:
+    """Told by a hold timer to its Registry: take this server's latest held listing now."""
+
+    server: str
 
 
 class Registry(pykka.ThreadingActor):
@@ -44,7 +58,8 @@ class Registry(pykka.ThreadingActor):
     a server's tool that would take one is renamed and the collision reported.
 
     Receives PublishServer (a connection's full lists), DropServer, TrustChanged, and _Flush
-    from its own debounce timer.
+    and _Release from its own timers (a server's listings that come faster than their
+    rebuilds' cost allows are held, the latest wins: REBUILD_SHARE).
     Screens each server's tools and prompts against their pins (a changed or new
     definition is withheld, not shown), builds a new immutable Catalogue, with the view of
     each configured profile and each list's digest, and publishes it at once (it alone holds
@@ -66,19 +81,27 @@ class Registry(pykka.ThreadingActor):
         self._lists: dict[str, ServerLists] = {}
         self._changed: set[str] = set()
         self._flush_timer: gevent.Greenlet | None = None
+        self._held: dict[str, PublishServer] = {}  # server → its latest listing, waiting for its hold
+        self._holds: dict[str, gevent.Greenlet] = {}  # server → the timer that ends its hold
+        self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
 
     def on_receive(self, message):
         match message:
             case PublishServer():
-                sums = digests({"tools": message.tools, "prompts": message.prompts}) if message.pin else None
-                self._published[message.server] = (message, sums)
-                self._mark(self._screen(message, sums, report=True))
+                self._listing(message)
+            case _Release(server=server):
+                self._holds.pop(server, None)
+                held = self._held.pop(server, None)
+                if held is not None:
+                    self._take(held)
             case TrustChanged():
                 changed: set[str] = set()
                 for published, sums in list(self._published.values()):
                     changed |= self._screen(published, sums, report=False)
                 self._mark(changed)
             case DropServer(server=server):
+                self._unhold(server)
+                self._next_at.pop(server, None)
                 self._published.pop(server, None)
                 old = self._lists.pop(server, None)
                 if old is not None:
@@ -88,6 +111,34 @@ class Registry(pykka.ThreadingActor):
                 self._rebuild()
             case _:
                 logger.warning("registry: unknown message {!r}", message)
+
+    def _listing(self, msg: PublishServer) -> None:
+        """A server's new lists: taken now, or held (the latest only) until its hold ends."""
+        wait = self._next_at.get(msg.server, 0.0) - time.monotonic()
+        if msg.server not in self._holds and wait <= 0:
+            self._take(msg)
+            return
+        self._held[msg.server] = msg
+        if msg.server not in self._holds:
+            self._holds[msg.server] = gevent.spawn_later(wait, self._tell_release, msg.server)
+
+    def _take(self, msg: PublishServer) -> None:
+        started = time.monotonic()
+        sums = digests({"tools": msg.tools, "prompts": msg.prompts}) if msg.pin else None
+        self._published[msg.server] = (msg, sums)
+        self._mark(self._screen(msg, sums, report=True))
+        now = time.monotonic()
+        low, high = REPUBLISH_AFTER
+        self._next_at[msg.server] = now + min(high, max(low, (now - started) / REBUILD_SHARE))
+
+    def _unhold(self, server: str) -> None:
+        self._held.pop(server, None)
+        timer = self._holds.pop(server, None)
+        if timer is not None:
+            timer.kill(block=False)
+
+    def _tell_release(self, server: str) -> None:
+        tell(self.actor_ref, _Release(server))  # False: it stopped meanwhile; the listing has nobody to serve
 
     def _screen(self, msg: PublishServer, sums, report: bool) -> set[str]:
         """Rebuild one server's ServerLists from its listing and its pins; returns what changed."""
@@ -184,6 +235,8 @@ class Registry(pykka.ThreadingActor):
     def on_stop(self) -> None:
         if self._flush_timer is not None:
             self._flush_timer.kill(block=False)
+        for server in list(self._holds):
+            self._unhold(server)
 
 
 def _yield() -> None:

@@ -121,8 +121,10 @@ class ToolsChanged(Event):
 @dataclass(frozen=True, slots=True)
 class ServerListChanged(Event):
     """Published by a Connection when its server sent a list_changed notification: `lists` names
-    which (tools, resources, templates, prompts). The catalogue's own ToolsChanged follows only if
-    the listing differs; answers cached from this server are dropped either way."""
+    which (tools, resources, templates, prompts). In a storm, once per coalesced re-list at most,
+    never before a notification it stands for (see UpstreamLists). The catalogue's own
+    ToolsChanged follows only if the listing differs; answers cached from this server are
+    dropped either way."""
 
     server: str
     lists: frozenset = frozenset()

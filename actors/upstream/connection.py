@@ -10,15 +10,12 @@ from loguru import logger
 from actors.messages import (
     AnswerServer,
     CancelForward,
-    ConnectionCounts,
     ConnectionFailed,
-    ConnectionReady,
     ConnectionRetired,
     Forward,
     GetStats,
     Inbound,
     NotifyUpstream,
-    PublishServer,
     QueuedTimedOut,
     RequestTimedOut,
     SetLogLevel,
@@ -31,12 +28,12 @@ from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
 from actors.transports.base import LinkFailure, OnStream, Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
-from actors.trust.provenance import identity_key as trust_identity
 from actors.upstream.listing import UpstreamLists
 from actors.upstream.backpressure import Backpressure
 from actors.upstream.liveness import Liveness
 from actors.upstream.modern import ListenDue, RelistDue
 from actors.upstream.opening import EraOpening
+from actors.upstream.publishing import ListPublishing
 from actors.upstream.requests import RequestTable, usable_id
 from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
@@ -49,10 +46,11 @@ ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 OWN_METHODS = ("initialize", "ping", modern_client.DISCOVER, modern_client.LISTEN)
 
 
-class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
+class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor):
     """Owns one upstream server's transport and, each in a plain object only its greenlet
     touches: its requests in flight (RequestTable), the calls waiting beyond max_in_flight
-    (WaitingLine), what the server sends unasked (ServerMessages), its lists (UpstreamLists),
+    (WaitingLine), what the server sends unasked (ServerMessages), its lists (UpstreamLists:
+    re-reads coalesced per kind; ListPublishing hands on only a list that changed),
     the resource subscriptions and the timeouts in a row (Liveness).
 
     Receives Forward (answered through its on_reply), CancelForward, AnswerServer, SetLogLevel
@@ -84,7 +82,8 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self.requests = RequestTable(self.stats, lambda rid: self._tell(RequestTimedOut(rid)), log=self.log)
         self.waiting = WaitingLine(self.stats, lambda ticket: self._tell(QueuedTimedOut(ticket)))
         self.subscriptions = UpstreamSubscriptions(self._subscription_request)
-        self.lists = UpstreamLists(self._own_request, self._publish, log=self.log)
+        self.lists = UpstreamLists(self._own_request, self._lists_read, stats=self.stats, log=self.log,
+                                   on_stale=lambda kinds: self.server_messages.lists_stale(kinds))
         self.server_messages = ServerMessages(
             config.name, self.requests, self._send, route=route_server_request, bus=bus, log=self.log,
             answer_later=lambda uid, outcome: self._tell(AnswerServer(uid, outcome)),
@@ -160,34 +159,6 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             self._send(confirm)
         self.lists.read(tuple(mcp.LIST_METHODS), self.capabilities)
 
-    def _publish(self, lists: dict[str, tuple]) -> None:
-        """Every list is read: to the registry; the first time, the server is ready."""
-        if self._failed:
-            return
-        if self.era == MODERN:
-            lists = self._modern_lists(lists)
-        if self.registry is not None:  # None: a client's own upstream (share: per_client) lists nothing
-            # False: the registry stopped, so troupe is stopping; the lists have nobody to serve.
-            tell(self.registry, PublishServer(self.config.name, self.config.effective_prefix,
-                                              lists.get("tools", ()), lists.get("resources", ()),
-                                              lists.get("templates", ()), lists.get("prompts", ()),
-                                              self.capabilities, trust_identity(self.config), self.config.pin,
-                                              self.instructions, untouched=not self._used))
-        counts = (len(lists.get("tools", ())), len(lists.get("resources", ())), len(lists.get("prompts", ())))
-        if not self._ready:
-            self._ready = True
-            self.log.info("ready: {} tools, {} resources, {} prompts", *counts)
-            if self.log_level:
-                self._set_log_level(self.log_level)
-            tell(self.supervisor, ConnectionReady(self.config.name, self.generation, *counts, self.server_info,
-                                                  self.describe()))
-        else:
-            tell(self.supervisor, ConnectionCounts(self.config.name, self.generation, *counts))
-
-    def _list_changed(self, kinds: tuple) -> None:
-        if self._ready:
-            self.lists.read(kinds, self.capabilities)
-
     # ---------------------------------------------------------------- dispatch
 
     def on_receive(self, message):
@@ -219,7 +190,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                 if self._ready and self.era == MODERN and (epoch < 0 or self.modern.listen_due(epoch)):
                     self.modern.listen(self.capabilities, self.subscriptions.uris())
             case RelistDue(kinds=kinds):
-                self._list_changed(self.modern.relist_due(kinds))
+                self._relist_due(kinds)
             case _:
                 self.log.warning("connection: unknown message {!r}", message)
 

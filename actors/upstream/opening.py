@@ -111,14 +111,15 @@ class EraOpening:
             return
         self._opened(opened)
 
-    def _modern_lists(self, lists: dict[str, tuple]) -> dict[str, tuple]:
+    def _modern_lists(self, lists: dict[str, tuple], done: tuple = (), changed: bool = True) -> dict[str, tuple]:
         """A modern upstream's lists: HTTP tools with invalid x-mcp-header dropped (their header map
-        to the transport), re-reads scheduled by ttlMs, the listen stream (re)opened."""
-        if self.config.transport != "stdio":
+        to the transport) when they changed, re-reads of the kinds just read scheduled by ttlMs,
+        the listen stream (re)opened."""
+        if changed and self.config.transport != "stdio":
             tools, maps = valid_tools(lists.get("tools", ()), log=self.log)
             lists = {**lists, "tools": tools}
             getattr(self.transport, "set_tool_headers", lambda _maps: None)(maps)
-        self.modern.relist_after(lists, self.lists.ttls, self.capabilities)
+        self.modern.relist_after(done, self.lists.ttls, self.capabilities)
         self.modern.listen(self.capabilities, self.subscriptions.uris())
         return lists
 

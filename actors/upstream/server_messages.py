@@ -92,9 +92,7 @@ class ServerMessages:
             if pending is not None and pending.on_progress is not None:
                 pending.on_progress(params)
         elif method in mcp.LIST_CHANGED:
-            if self._bus is not None:  # answers cached from this server may be stale now (actors/caching)
-                self._bus.publish(ServerListChanged(self.server, frozenset(mcp.LIST_CHANGED[method])))
-            self._on_list_changed(mcp.LIST_CHANGED[method])
+            self._on_list_changed(mcp.LIST_CHANGED[method])  # the lists call lists_stale, coalesced
         elif method == "notifications/message":
             if self._bus is not None:
                 self._bus.publish(ServerLogged(self.server, str(params.get("level") or "info"),
@@ -111,6 +109,12 @@ class ServerMessages:
                     tell(entry[1], ServerRequestCancelled(self.server, params.get("requestId")))
         else:
             self._log.debug("unhandled notification {}", method)
+
+    def lists_stale(self, kinds: tuple) -> None:
+        """The server announced a change of these lists (told by its UpstreamLists, at most once
+        per coalesced re-read): answers cached from this server may be stale now (actors/caching)."""
+        if self._bus is not None:
+            self._bus.publish(ServerListChanged(self.server, frozenset(kinds)))
 
     def clear(self) -> None:
         """The link is gone: relayed requests are forgotten (a late client answer finds nothing)."""

@@ -75,6 +75,24 @@ def test_instructions_reach_the_snapshot_and_a_change_to_them_alone_rebuilds_it(
     assert box.current.version > version and [e.name for e in box.current.tools] == ["weather"]
 
 
+def test_a_servers_listings_faster_than_their_rebuilds_are_held_and_the_latest_wins(parts):
+    registry, box, _ = parts
+
+    def listing(version: int) -> PublishServer:
+        return PublishServer("a", "", ({**TOOL, "description": f"v{version}"},), identity="stdio:a", pin=False)
+
+    def shown() -> str:
+        tool = box.current.tool("weather")
+        return tool.definition["description"] if tool is not None else ""
+    registry.tell(listing(1))
+    wait_until(lambda: shown() == "v1", 5, message="the first listing at once")
+    version = box.current.version
+    for n in range(2, 6):  # within the hold the first one's cost set: held, each replacing the last
+        registry.tell(listing(n))
+    wait_until(lambda: shown() == "v5", 5, message="the latest listing after the hold")
+    assert box.current.version == version + 1  # one rebuild for the four held listings
+
+
 def test_the_registry_publishes_each_profiles_view_and_the_lists_digests_built():
     bus = EventBus.start()
     profile = views.Profile("ro", read_only=True)
