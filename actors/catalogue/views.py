@@ -14,18 +14,22 @@ from typing import Callable
 
 from actors.catalogue.digests import combined
 from actors.catalogue.snapshot import Catalogue, Entry
+from actors.settings.model import DEFAULT_CLIENT_SESSIONS
 
 
 @dataclass(frozen=True, slots=True)
 class Profile:
     """One `profiles:` entry. `servers` None covers every server; empty `allow` allows every
-    tool; `deny` wins over `allow`; globs match the qualified names clients see (`github__*`)."""
+    tool; `deny` wins over `allow`; globs match the qualified names clients see (`github__*`).
+    `max_sessions` is no view rule: it is the HTTP front's quota of sessions for each client in
+    the profile (actors/serve/quotas.py)."""
 
     name: str
     servers: frozenset | None = None
     allow: tuple = ()
     deny: tuple = ()
     read_only: bool = False
+    max_sessions: int = DEFAULT_CLIENT_SESSIONS
 
     @property
     def everything(self) -> bool:

@@ -24,10 +24,14 @@ class ClientCounts:
                 if msg["method"] == "tools/call":
                     self.tool_calls[name] += 1
 
-    def report(self, sessions: dict[str, int]) -> dict:
+    def report(self, sessions: dict[str, int], quota: dict[str, dict] | None = None) -> dict:
         """Every configured client (and anonymous traffic, if any) with its profile and counts;
-        `sessions` is the open legacy sessions by client name."""
-        names = list(self.profiles) + sorted({*self.requests, *sessions} - set(self.profiles))
+        `sessions` is the open sessions by client name, `quota` its sessions evicted and
+        initializes refused (SessionTable.quota_figures)."""
+        quota = quota or {}
+        names = list(self.profiles) + sorted({*self.requests, *sessions, *quota} - set(self.profiles))
         return {name: {"profile": self.profiles.get(name), "requests": self.requests[name],
-                       "tool_calls": self.tool_calls[name], "sessions": sessions.get(name, 0)}
+                       "tool_calls": self.tool_calls[name], "sessions": sessions.get(name, 0),
+                       "sessions_evicted": quota.get(name, {}).get("evicted", 0),
+                       "sessions_refused": quota.get(name, {}).get("refused", 0)}
                 for name in names}

@@ -102,7 +102,7 @@ class App:
 
     def client_report(self) -> dict:
         """Requests, tool calls and open sessions by client name (serve.clients), with each profile."""
-        return self.mcp.clients.report(self.mcp.sessions.by_client())
+        return self.mcp.clients.report(self.mcp.sessions.by_client(), self.mcp.sessions.quota_figures())
 
     def _events(self, environ):
         """The event bus as SSE: recent history first, then live events."""

@@ -7,8 +7,9 @@ troupe's WSGI app keep their own server (pywsgi's FrontHandler in listener.py st
 Kept from the pywsgi front: a deadline on each request head (an idle keep-alive connection too)
 and a timeout on each pause in a body; keep-alive and pipelining; HTTP/1.0 answers closed unless
 it asks for keep-alive; chunked streaming, each chunk written when the app yields it; HEAD;
-`Expect: 100-continue`; 400 for a malformed request; the 503 past `max_connections`; the
-connection's socket in the environ for hang-up watches.
+`Expect: 100-continue`; 400 for a malformed request; the 503 past `max_connections`, unless a
+slow request head can be cut to make room (head_gate.py); the connection's socket in the
+environ for hang-up watches.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from gevent.server import StreamServer
 from httptools import HttpParserError
 from loguru import logger
 
+from actors.serve.head_gate import HeadGate
 from actors.serve.lean_request import MAX_HEAD_BYTES, Request, RequestParser
-from actors.serve.listener import REFUSE_LINGER_S, SOCKET_KEY, _never_full, _refuse
+from actors.serve.listener import SOCKET_KEY, _linger, _never_full, _refuse
 
 RECV_BYTES = 64 * 1024
 DRAIN_LIMIT = 64 * 1024  # an unread body up to this is read and dropped to keep the connection
@@ -59,8 +61,10 @@ class _Date:
 class LeanServer(StreamServer):
     """Serves a WSGI app over HTTP/1.1, at most `max_connections` connections at once.
 
-    One connection more gets a 503 and is closed at once (as with the pywsgi front): gevent's own
-    pool would stop accepting instead, leaving clients in the backlog while SSE streams hold slots.
+    One connection more closes the connection that has waited longest for a request head past
+    a short grace (its HeadGate), or, when none has, gets a 503 and is closed at once (as with
+    the pywsgi front): gevent's own pool would stop accepting instead, leaving clients in the
+    backlog while SSE streams hold slots. The pool itself is unbounded: the gate counts.
     """
 
     pool: Pool
@@ -69,20 +73,19 @@ class LeanServer(StreamServer):
         self.application = application
         self.header_timeout = header_timeout
         self.max_connections = max_connections
-        self.refused = 0  # written only by do_handle, in the accept callback
-        super().__init__(listener, self._serve_connection, spawn=Pool(max_connections))
-        self.full = _never_full  # keep accepting; do_handle refuses what the pool cannot take
+        self.gate = HeadGate(max_connections, header_timeout)
+        super().__init__(listener, self._serve_connection, spawn=Pool(None))
+        self.full = _never_full  # keep accepting; do_handle refuses what the gate cannot take
 
     def do_handle(self, *args):
-        if self.pool.full():
-            self.refused += 1
+        if not self.gate.admit(len(self.pool)):
             gevent.spawn(_refuse, args[0])
             return
         super().do_handle(*args)
 
     def figures(self) -> dict:
         """The `connections` figure of GET /status."""
-        return {"open": len(self.pool), "max": self.max_connections, "refused": self.refused}
+        return self.gate.figures(len(self.pool))
 
     def _serve_connection(self, sock, address) -> None:
         try:
@@ -90,36 +93,22 @@ class LeanServer(StreamServer):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+        connection = Connection(self, sock, address)
         try:
-            connection = Connection(self, sock, address)
             connection.run()
-            if connection.peer_open:
+            if connection.peer_open and not connection.head_cut:
                 _linger(sock)
         except OSError:  # the client went away mid-answer: nothing to tell it
             pass
         finally:
+            self.gate.ended(connection)
             sock.close()
-
-
-def _linger(sock) -> None:
-    """Close our side, then read what the client still sends for at most REFUSE_LINGER_S: closing
-    with unread input sends a reset, which can destroy the answer (a 413, a 400) before the
-    client reads it."""
-    deadline = time.monotonic() + REFUSE_LINGER_S
-    sock.shutdown(socket.SHUT_WR)
-    try:
-        while (left := deadline - time.monotonic()) > 0:
-            sock.settimeout(left)
-            if not sock.recv(RECV_BYTES):
-                return
-    except TimeoutError:
-        pass
 
 
 class Connection:
     """One client connection: reads requests, calls the app for each, writes its answers."""
 
-    __slots__ = ("server", "sock", "address", "parser", "limit", "open", "peer_open", "_base")
+    __slots__ = ("server", "sock", "address", "parser", "limit", "open", "peer_open", "head_cut", "_base")
 
     def __init__(self, server: LeanServer, sock, address) -> None:
         self.server, self.sock, self.address = server, sock, address
@@ -127,6 +116,7 @@ class Connection:
         self.limit = server.header_timeout
         self.open = True  # False once the client closed its side or the connection must end
         self.peer_open = True  # False once the client closed its side
+        self.head_cut = False  # True once the gate closed it for a slow head
         host, port = server.address[:2]
         self._base = {
             "SCRIPT_NAME": "", "SERVER_NAME": str(host), "SERVER_PORT": str(server.server_port or port),
@@ -155,28 +145,41 @@ class Connection:
         self.parser.feed(data)
         return True
 
+    def cut_head(self) -> None:
+        """The gate needs this slot: the pending read ends at once (end of input) and so does the
+        connection. Called from the accept callback: never blocks."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # gone already
+            pass
+
     def _next_head(self) -> Request | None:
         """The next request with a complete head, or None (the connection then closes). One
         deadline for the whole head, not a timeout per read: a client sending a byte a second
-        would keep resetting that."""
+        would keep resetting that. While it waits, the gate may cut it to make room."""
         queue = self.parser.requests
-        deadline = 0.0
-        while not (queue and queue[0].head_done) or self.parser.oversized:
-            if not deadline:
-                deadline = time.monotonic() + self.limit
-            left = deadline - time.monotonic()
-            try:
-                if left <= 0 or not self.recv(left):
-                    return None  # no complete request was made: close without an answer
-            except TimeoutError:
-                return None
-            except HttpParserError:
-                self._send_quietly(_BAD_REQUEST)
-                return None
-            if self.parser.head_too_large(MAX_HEAD_BYTES + RECV_BYTES):
-                self._send_quietly(_HEAD_TOO_LARGE)
-                return None
-        return queue[0]
+        if queue and queue[0].head_done and not self.parser.oversized:
+            return queue[0]  # pipelined: already here
+        gate = self.server.gate
+        gate.waiting(self)
+        try:
+            deadline = time.monotonic() + self.limit
+            while not (queue and queue[0].head_done) or self.parser.oversized:
+                left = deadline - time.monotonic()
+                try:
+                    if left <= 0 or not self.recv(left):
+                        return None  # no complete request was made: close without an answer
+                except TimeoutError:
+                    return None
+                except HttpParserError:
+                    self._send_quietly(_BAD_REQUEST)
+                    return None
+                if self.parser.head_too_large(MAX_HEAD_BYTES + RECV_BYTES):
+                    self._send_quietly(_HEAD_TOO_LARGE)
+                    return None
+            return queue[0]
+        finally:
+            gate.done(self)
 
     def _answer(self, request: Request) -> bool:
         """Call the app and write its answer; True when the connection may serve another request."""

@@ -1,13 +1,16 @@
-"""troupe's pywsgi server: TCP_NODELAY, a deadline for every request head, a cap on open connections."""
+"""troupe's pywsgi server: TCP_NODELAY, a deadline for every request head, a cap on open
+connections (slow heads cut first, head_gate.py)."""
 from __future__ import annotations
 
 import socket
+import time
 
 import gevent
 import gevent.socket
 from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
+from actors.serve.head_gate import HeadGate
 from actors.settings.config import DEFAULT_HEADER_TIMEOUT_S
 
 SOCKET_KEY = "troupe.socket"  # environ key: the connection's socket, for streams that watch for a hang-up
@@ -29,6 +32,7 @@ class FrontHandler(WSGIHandler):
     """
 
     _head_timer: gevent.Timeout | None = None
+    head_cut = False  # True once a FrontServer's gate closed it for a slow head
 
     def handle(self):
         # Without TCP_NODELAY every keep-alive request waited ~44 ms for a delayed ACK.
@@ -36,7 +40,20 @@ class FrontHandler(WSGIHandler):
             self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
-        return super().handle()
+        try:
+            return super().handle()
+        finally:
+            gate = self._gate()
+            if gate is not None:
+                gate.ended(self)
+
+    def cut_head(self) -> None:
+        """The gate needs this slot: the pending read of the head ends (end of input), and with it
+        the connection. Called from the accept callback: never blocks."""
+        try:
+            self.socket.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):  # gone already
+            pass
 
     def handle_one_request(self):
         # One deadline for the whole head, not a socket timeout: that counts per read, and a client
@@ -46,6 +63,9 @@ class FrontHandler(WSGIHandler):
             self.socket.settimeout(None)  # the deadline alone governs the head
         timer = self._head_timer = gevent.Timeout(self._limit())
         timer.start()
+        gate = self._gate()
+        if gate is not None:
+            gate.waiting(self)
         try:
             return super().handle_one_request()
         except gevent.Timeout as exc:
@@ -54,10 +74,15 @@ class FrontHandler(WSGIHandler):
             return None  # close without an answer: no complete request was made
         finally:
             timer.close()
+            if gate is not None:
+                gate.done(self)
 
     def get_environ(self):
         if self._head_timer is not None:
             self._head_timer.cancel()
+        gate = self._gate()
+        if gate is not None:
+            gate.done(self)
         # The body is read by the app, after this: a socket timeout bounds each pause in it.
         self.socket.settimeout(self._limit())
         environ = super().get_environ()
@@ -85,35 +110,39 @@ class FrontHandler(WSGIHandler):
     def _limit(self) -> float:
         return getattr(self.server, "header_timeout", DEFAULT_HEADER_TIMEOUT_S)
 
+    def _gate(self) -> HeadGate | None:
+        """A FrontServer's gate; None under a host's own WSGIServer."""
+        return getattr(self.server, "gate", None)
+
 
 class FrontServer(WSGIServer):
     """pywsgi serving at most `max_connections` connections at once.
 
-    One connection more gets a 503 and is closed at once. gevent's own pool would stop accepting
-    instead, leaving new clients unanswered in the listen backlog until a slot frees, which,
-    with SSE streams holding slots, may be never.
+    One connection more closes the connection that has waited longest for a request head past a
+    short grace (its HeadGate), or, when none has, gets a 503 and is closed at once. gevent's own
+    pool would stop accepting instead, leaving new clients unanswered in the listen backlog until
+    a slot frees, which, with SSE streams holding slots, may be never.
     """
 
-    pool: Pool  # always set: __init__ passes spawn=Pool(max_connections)
+    pool: Pool  # always set: __init__ passes spawn=Pool(None); the gate counts
 
     def __init__(self, listener, application, *, max_connections: int, header_timeout: float, **kwargs):
         self.header_timeout = header_timeout
         self.max_connections = max_connections
         self.access_log = kwargs.get("log", "default") is not None  # log=None: no access log at all
-        self.refused = 0  # written only by do_handle, in the accept callback
-        super().__init__(listener, application, spawn=Pool(max_connections), handler_class=FrontHandler, **kwargs)
-        self.full = _never_full  # keep accepting; do_handle refuses what the pool cannot take
+        self.gate = HeadGate(max_connections, header_timeout)
+        super().__init__(listener, application, spawn=Pool(None), handler_class=FrontHandler, **kwargs)
+        self.full = _never_full  # keep accepting; do_handle refuses what the gate cannot take
 
     def do_handle(self, sock, address):
-        if self.pool.full():
-            self.refused += 1
+        if not self.gate.admit(len(self.pool)):
             gevent.spawn(_refuse, sock)
             return
         super().do_handle(sock, address)
 
     def figures(self) -> dict:
         """The `connections` figure of GET /status."""
-        return {"open": len(self.pool), "max": self.max_connections, "refused": self.refused}
+        return self.gate.figures(len(self.pool))
 
 
 def _never_full() -> bool:
@@ -133,6 +162,21 @@ def _refuse(sock) -> None:
         pass
     finally:
         sock.close()
+
+
+def _linger(sock) -> None:
+    """Close our side, then read what the client still sends for at most REFUSE_LINGER_S: closing
+    with unread input sends a reset, which can destroy the answer (a 413, a 400) before the
+    client reads it."""
+    deadline = time.monotonic() + REFUSE_LINGER_S
+    sock.shutdown(socket.SHUT_WR)
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(65536):
+                return
+    except TimeoutError:
+        pass
 
 
 def watch_hangup(environ, on_hangup) -> gevent.Greenlet | None:

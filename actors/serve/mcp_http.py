@@ -16,7 +16,8 @@ from actors.serve.modern_http import ModernFront, routes_modern
 from actors.serve.relay import Relay, is_relay
 from actors.serve.security import CLIENT_KEY
 from actors.serve.session_proxy import SessionProxy, tag_of
-from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, SessionTable
+from actors.serve.quotas import CLIENT_FULL
+from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, Refused, SessionTable
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
 MAX_BODY = 16 * 1024 * 1024
@@ -49,14 +50,15 @@ class McpHttp:
         """Close every session and end every modern request; returns their Session actor refs."""
         return self.modern.close() + self.sessions.close_all("troupe shutting down")
 
-    def _full(self, rid=None, legacy: bool = False) -> Response:
-        text = (f"troupe holds {self.sessions.max_sessions} sessions (serve.max_sessions) and every one "
-                f"is busy; retry later")
+    @staticmethod
+    def _full(refused: Refused, rid=None, legacy: bool = False) -> Response:
+        """No room for a new session: 429 when the client's own quota is full, 503 when troupe's is."""
+        status = "429 Too Many Requests" if refused.scope == CLIENT_FULL else "503 Service Unavailable"
         retry = [("Retry-After", str(RETRY_AFTER_S))]
         if legacy:
-            status, headers, body = _plain("503 Service Unavailable", text)
+            status, headers, body = _plain(status, refused.text)
             return status, [*headers, *retry], body
-        return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE, text), retry)
+        return _json(status, jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE, refused.text), retry)
 
     # ---------------------------------------------------------------- Streamable HTTP
 
@@ -103,8 +105,10 @@ class McpHttp:
         client = environ.get(CLIENT_KEY)
         taken = self.sessions.open(legacy=False, rid=msg["id"], tag=self.proxy.tag(), client=client) if created \
             else self.sessions.acquire(sid, msg["id"], client=client)
+        if isinstance(taken, Refused):
+            return self._full(taken, msg["id"])
         if taken is None:
-            return self._full(msg["id"]) if created else _gone(msg["id"])
+            return _gone(msg["id"])
         hs, replies = taken
         assert replies is not None  # open(legacy=False) and acquire both give a reply queue
         headers = [("Mcp-Session-Id", hs.id)]
@@ -217,8 +221,8 @@ class McpHttp:
             status, headers, body = _plain("503 Service Unavailable", refusal)
             return status, [*headers, ("Retry-After", str(RETRY_AFTER_S))], body
         taken = self.sessions.open(legacy=True, tag=self.proxy.tag(), client=environ.get(CLIENT_KEY))
-        if taken is None:
-            return self._full(legacy=True)
+        if isinstance(taken, Refused):
+            return self._full(taken, legacy=True)
         hs, _ = taken
         stream = hs.stream
         assert stream is not None  # open(legacy=True) has just given it its stream

@@ -127,12 +127,15 @@ def _clients(report: dict):
     requests = CounterMetricFamily("troupe_client_requests", "JSON-RPC requests the client sent.", labels=label)
     calls = CounterMetricFamily("troupe_client_tool_calls", "tools/call requests the client sent.", labels=label)
     sessions = GaugeMetricFamily("troupe_client_sessions", "The client's open HTTP sessions.", labels=label)
+    evicted = CounterMetricFamily("troupe_client_sessions_evicted",
+                                  "The client's idle sessions closed to make room for a new one.", labels=label)
     for name, figures in report.items():
         labels = [name, figures.get("profile") or ""]
         requests.add_metric(labels, figures["requests"])
         calls.add_metric(labels, figures["tool_calls"])
         sessions.add_metric(labels, figures["sessions"])
-    yield from (requests, calls, sessions)
+        evicted.add_metric(labels, figures.get("sessions_evicted", 0))
+    yield from (requests, calls, sessions, evicted)
 
 
 def registry_for(runtime, clients=None) -> CollectorRegistry:

@@ -1,11 +1,13 @@
-"""The MCP sessions of one HTTP app: who is busy, idle expiry (serve.session_idle), the cap (serve.max_sessions)."""
+"""The MCP sessions of one HTTP app: who is busy, idle expiry (serve.session_idle), the cap
+(serve.max_sessions) and each client's quota (profiles.<name>.max_sessions, actors/serve/quotas.py)."""
 from __future__ import annotations
 
 import secrets
 import threading
 import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
 from typing import Any
-from collections import OrderedDict
 
 import gevent
 import gevent.queue
@@ -15,6 +17,8 @@ from loguru import logger
 from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc
 from actors.downstream.session import Session
+from actors.serve import quotas
+from actors.serve.client_counts import ANONYMOUS
 from actors.tells import tell
 
 RETRY_AFTER_S = 5  # what a 503 at the session cap asks the client to wait before trying again
@@ -24,6 +28,15 @@ CLOSE = object()  # stream queue sentinel: end this stream
 
 
 _ANY = object()  # close(): whichever client's session it is (troupe's own closing)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """SessionTable.open found no room: `scope` is quotas.CLIENT_FULL (the client's own quota,
+    every session of it busy) or quotas.FRONT_FULL (serve.max_sessions); `text` says which."""
+
+    scope: str
+    text: str
 
 
 class HttpSession:
@@ -79,42 +92,60 @@ class HttpSession:
 
 
 class SessionTable:
-    """Owns the open HttpSessions of one app, least recently used first.
+    """Owns the open HttpSessions of one app, least recently used first, in one table and in one
+    per client (its serve.clients name, or None for the unnamed bucket).
 
     Handler greenlets and the reaper change the table and its sessions only inside these methods,
     under one lock, so "is it idle?" and "close it" cannot be split by a request starting in
     between. A busy session (a request in flight, or an open GET or SSE stream) is never expired
     or evicted: busy sessions hold a connection each, so serve.max_connections bounds them too.
+    Room for a new session is made by quotas.make_room: never from another client's share.
     """
 
-    def __init__(self, runtime, idle_s: float, max_sessions: int):
+    def __init__(self, runtime, idle_s: float, max_sessions: int, quota: quotas.Quotas | None = None):
         self.rt, self.idle_s, self.max_sessions = runtime, idle_s, max_sessions
+        self.quotas = quota or quotas.Quotas(lambda: runtime.config)
         self._lock = threading.Lock()  # a gevent lock once patched; troupe refuses to run unpatched
         self._sessions: OrderedDict[str, HttpSession] = OrderedDict()
+        self._by_client: dict[str | None, OrderedDict[str, HttpSession]] = {}  # the same sessions, by client
         self._counts = {"expired": 0, "evicted": 0, "refused": 0}  # since start, for GET /status
+        self._evicted: Counter = Counter()  # by client name (ANONYMOUS for None): its sessions closed for room
+        self._refused: Counter = Counter()  # by client name: its initializes refused
         self._reaper = gevent.spawn(self._reap)
 
     # ---------------------------------------------------------------- opening
 
     def open(self, legacy: bool, rid=None, tag: str | None = None,
-             client=None) -> tuple[HttpSession, gevent.queue.Queue | None] | None:
+             client=None) -> tuple[HttpSession, gevent.queue.Queue | None] | Refused:
         """A new session, already busy: with the reply queue of its `initialize` (rid), or with its
-        legacy SSE stream. At the cap the least recently used idle session is closed to make room;
-        None when every session is busy (the caller answers 503)."""
+        legacy SSE stream. At the client's quota its own least recently used idle session is closed
+        to make room; at serve.max_sessions that of the client over its fair share (quotas.py).
+        Refused when no idle session may go (the caller answers 429 or 503)."""
+        key = client.name if client is not None else None
         with self._lock:
             self._expire(time.monotonic())
-            if len(self._sessions) >= self.max_sessions:
-                victim = next((hs for hs in self._sessions.values() if not hs.busy), None)
-                if victim is None:
-                    self._counts["refused"] += 1
-                    return None
+            quota, source = self.quotas.of(client)
+            held = {k: len(v) for k, v in self._by_client.items()}
+            room = quotas.make_room(key, held, quota, self.max_sessions, self._oldest_idle)
+            if room.refused is not None:
+                self._counts["refused"] += 1
+                self._refused[key or ANONYMOUS] += 1
+                if room.refused == quotas.CLIENT_FULL:
+                    return Refused(room.refused, quotas.refusal_text(client, held.get(key, 0), quota, source))
+                return Refused(room.refused, f"troupe holds {self.max_sessions} sessions (serve.max_sessions) "
+                                             f"and none that may make room is idle; retry later")
+            if room.evict is not None:
+                assert isinstance(room.evict, HttpSession)
                 self._counts["evicted"] += 1
-                logger.debug("http: session cap {} reached; closing the least recently used idle session",
-                             self.max_sessions)
-                self._drop(victim, "closed to make room for a new session (serve.max_sessions)")
+                self._evicted[room.evict_from or ANONYMOUS] += 1
+                why = source if room.evict_from == key and held.get(key, 0) >= quota else "serve.max_sessions"
+                logger.debug("http: closing the least recently used idle session of {} to make room ({})",
+                             room.evict_from or ANONYMOUS, why)
+                self._drop(room.evict, f"closed to make room for a new session ({why})")
             # Started under the lock (a short yield) so that two initializes cannot both pass the cap.
             hs = HttpSession(self.rt, legacy, tag, client, on_failed=self._failed)
             self._sessions[hs.id] = hs
+            self._by_client.setdefault(key, OrderedDict())[hs.id] = hs
             replies = None if legacy else self._expect(hs, rid)
             return hs, replies
 
@@ -201,10 +232,14 @@ class SessionTable:
     def by_client(self) -> dict[str, int]:
         """Open sessions by client name (`-` for those that named none)."""
         with self._lock:
-            out: dict[str, int] = {}
-            for hs in self._sessions.values():
-                out[hs.client or "-"] = out.get(hs.client or "-", 0) + 1
-            return out
+            return {key or ANONYMOUS: len(held) for key, held in self._by_client.items()}
+
+    def quota_figures(self) -> dict[str, dict]:
+        """By client name: its sessions closed to make room (`evicted`) and its initializes refused
+        (`refused`) since start; only clients with either."""
+        with self._lock:
+            return {name: {"evicted": self._evicted[name], "refused": self._refused[name]}
+                    for name in {*self._evicted, *self._refused}}
 
     def summary(self) -> dict:
         """The `sessions` figure of GET /status."""
@@ -238,13 +273,28 @@ class SessionTable:
         hs.last_seen = time.monotonic()
         if hs.id in self._sessions:
             self._sessions.move_to_end(hs.id)
+            self._by_client[hs.client].move_to_end(hs.id)
 
     def _drop(self, hs: HttpSession, reason: str) -> None:
-        self._sessions.pop(hs.id, None)
+        if self._sessions.pop(hs.id, None) is not None:
+            held = self._by_client[hs.client]
+            del held[hs.id]
+            if not held:
+                del self._by_client[hs.client]
         hs._close(reason)
 
+    def _oldest_idle(self, key: str | None) -> HttpSession | None:
+        """Client `key`'s least recently used idle session, if any."""
+        return next((hs for hs in self._by_client.get(key, {}).values() if not hs.busy), None)
+
     def _expire(self, now: float) -> None:
-        expired = [hs for hs in self._sessions.values() if not hs.busy and now - hs.last_seen > self.idle_s]
+        # Least recently used first, so the sessions seen within idle_s end the walk.
+        expired = []
+        for hs in self._sessions.values():
+            if now - hs.last_seen <= self.idle_s:
+                break
+            if not hs.busy:
+                expired.append(hs)
         for hs in expired:
             self._drop(hs, "idle session expired")
         if expired:

@@ -25,6 +25,7 @@ DEFAULT_SESSION_IDLE_S = 600.0  # a Streamable HTTP session with nothing in flig
 DEFAULT_MAX_SESSIONS = 1000  # open MCP sessions over HTTP (Streamable and legacy SSE together)
 DEFAULT_HEADER_TIMEOUT_S = 10.0  # to send a whole request head; also the longest pause inside a body
 DEFAULT_MAX_CONNECTIONS = 512  # connections served at once; more are answered 503 and closed
+DEFAULT_CLIENT_SESSIONS = 100  # profiles.<name>.max_sessions: open sessions one client may hold
 
 
 @dataclass(frozen=True, slots=True)

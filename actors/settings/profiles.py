@@ -2,7 +2,8 @@
 name and a bearer token each) and which part of the catalogue each one's profile shows.
 
     profiles:
-      readers: {servers: [docs, github], tools: {allow: ["github__get_*"], deny: []}, read_only: true}
+      readers: {servers: [docs, github], tools: {allow: ["github__get_*"], deny: []}, read_only: true,
+                max_sessions: 20}           # open HTTP sessions per client (default 100)
       everything: {}
     serve:
       clients:
@@ -18,9 +19,9 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from actors.catalogue.views import Profile
-from actors.settings.model import ClientEntry
+from actors.settings.model import DEFAULT_CLIENT_SESSIONS, ClientEntry
 
-_PROFILE_KEYS = {"servers", "tools", "read_only"}
+_PROFILE_KEYS = {"servers", "tools", "read_only", "max_sessions"}
 _CLIENT_KEYS = {"name", "token", "token_env", "profile"}
 
 
@@ -36,16 +37,20 @@ def parse(data: Any, check) -> Mapping[str, Profile]:
         path = f"profiles.{name}"
         body = {} if body is None else body
         if not isinstance(body, dict):
-            check.fail(path, "must be a mapping (servers, tools, read_only), or {} for everything")
+            check.fail(path, "must be a mapping (servers, tools, read_only, max_sessions), or {} for everything")
             continue
         check.unknown_keys(body, _PROFILE_KEYS, path)
         servers = _strings(body, "servers", path, check)
         tools = check.typed(body, "tools", path, dict, {}) or {}
         check.unknown_keys(tools, {"allow", "deny"}, f"{path}.tools")
+        quota = check.typed(body, "max_sessions", path, int, DEFAULT_CLIENT_SESSIONS)
+        if quota < 1:
+            check.fail(f"{path}.max_sessions", "must be at least 1 session")
+            quota = DEFAULT_CLIENT_SESSIONS
         out[str(name)] = Profile(str(name), frozenset(servers) if servers is not None else None,
                                  tuple(_strings(tools, "allow", f"{path}.tools", check) or ()),
                                  tuple(_strings(tools, "deny", f"{path}.tools", check) or ()),
-                                 check.typed(body, "read_only", path, bool, False))
+                                 check.typed(body, "read_only", path, bool, False), quota)
     return MappingProxyType(out)
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from actors.settings import config
 from actors.runtime import Runtime
-from actors.serve.sessions import SessionTable
+from actors.serve import quotas
+from actors.serve.sessions import Refused, SessionTable
 from tests.support import wait_until
 
 CAP = 3
@@ -28,8 +29,11 @@ def table(runtime):
     sessions.close_all("test over")
 
 
-def _open_idle(table: SessionTable):
-    hs, replies = table.open(legacy=False, rid=1)
+def _open_idle(table: SessionTable, client=None):
+    taken = table.open(legacy=False, rid=1, client=client)
+    assert not isinstance(taken, Refused), taken
+    hs, replies = taken
+    assert replies is not None
     table.release(hs, replies)
     return hs
 
@@ -48,8 +52,8 @@ def test_the_least_recently_used_idle_session_makes_room_and_its_actor_stops(tab
 
 def test_when_every_session_is_busy_open_refuses(table):
     held = [table.open(legacy=False, rid=1) for _ in range(CAP)]
-    assert table.open(legacy=False, rid=1) is None
-    assert table.open(legacy=True) is None
+    assert isinstance(table.open(legacy=False, rid=1), Refused)
+    assert isinstance(table.open(legacy=True), Refused)
     hs, replies = held[0]
     table.release(hs, replies)  # one turns idle: the next open takes its place
     assert table.open(legacy=False, rid=1) is not None
@@ -81,7 +85,7 @@ def test_a_burst_of_opens_never_passes_the_cap(table):
 
     def initialize():
         taken = table.open(legacy=False, rid=1)
-        if taken is not None:
+        if not isinstance(taken, Refused):
             made.append(taken[0])
             gevent.sleep(0)  # let the others run between open and release
             table.release(*taken)
@@ -97,3 +101,31 @@ def test_a_dead_session_actor_is_dropped_and_its_waiters_answered(table):
     table.gone(hs, "its session actor stopped")
     assert "session closed" in replies.get(timeout=1)["error"]["message"]
     assert table.summary()["open"] == 0
+
+
+def test_a_client_at_its_quota_makes_room_among_its_own_sessions_or_is_refused(runtime):
+    cfg = config.from_data({"servers": [], "discovery": {"enabled": False},
+                            "profiles": {"two": {"max_sessions": 2}},
+                            "serve": {"clients": [{"name": "a", "token": "token-of-a-1234", "profile": "two"},
+                                                  {"name": "b", "token": "token-of-b-1234"}]}})
+    a, b = cfg.serve.clients
+    table = SessionTable(runtime, idle_s=60, max_sessions=10, quota=quotas.Quotas(lambda: cfg))
+    try:
+        theirs = _open_idle(table, b)
+        first, second = _open_idle(table, a), _open_idle(table, a)
+        third = _open_idle(table, a)  # at a's quota: a's own oldest idle session goes
+        assert table.acquire(first.id, 2, client=a) is None
+        assert all(table.touch(hs.id, client=c) is hs for hs, c in ((second, a), (third, a), (theirs, b)))
+        held = [table.acquire(hs.id, 3, client=a) for hs in (second, third)]  # both busy now
+        refused = table.open(legacy=False, rid=4, client=a)
+        assert isinstance(refused, Refused) and refused.scope == quotas.CLIENT_FULL, refused
+        assert "'a'" in refused.text and "profiles.two.max_sessions" in refused.text
+        assert table.touch(theirs.id, client=b) is theirs  # b was never asked to make room
+        assert table.by_client() == {"a": 2, "b": 1}
+        assert table.quota_figures() == {"a": {"evicted": 1, "refused": 1}}
+        for taken in held:
+            assert taken is not None
+            table.release(*taken)
+        assert not isinstance(table.open(legacy=False, rid=5, client=a), Refused)
+    finally:
+        table.close_all("test over")

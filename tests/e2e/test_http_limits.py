@@ -1,6 +1,7 @@
 """troupe's HTTP front limits against a real process over real sockets: idle sessions expire, the
 session cap evicts the least recently used idle session or answers 503, unfinished request heads
-are cut after serve.header_timeout, and connections beyond serve.max_connections are refused."""
+are cut after serve.header_timeout, and connections beyond serve.max_connections are refused
+when no slow head can make room (tests/e2e/test_slowloris.py has the slow heads)."""
 from __future__ import annotations
 
 import socket
@@ -247,6 +248,9 @@ def test_connections_beyond_max_connections_are_refused_until_some_close(http_tr
     wait_until(lambda: _status(t)["connections"]["open"] == 1, 10, 0.05, "earlier connections to close")
     held = [socket.create_connection(address) for _ in range(4)]
     try:
+        for sock in held:  # whole heads, bodies still coming: busy, so no slow head to cut for the fifth
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{" % address[1])
         with socket.create_connection(address) as fifth:
             fifth.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             sent, _ = _closed_within(fifth, 5)

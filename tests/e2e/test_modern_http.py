@@ -234,11 +234,17 @@ def test_modern_calls_count_against_max_connections_and_a_slow_head_is_cut(http_
         return None
     try:
         wait_until(lambda: _in_flight(t) == 2, 20, message="two modern calls in flight")
-        with wait_until(hold_the_last_slot, 10, message="the last connection slot") as third:
+        def fourth_served() -> bool:
+            """A newcomer: 503 while the slow head is within its grace, served once it is past it."""
             with socket.create_connection((host, int(port)), timeout=10) as fourth:
-                fourth.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                assert fourth.recv(1024).startswith(b"HTTP/1.1 503 ")  # the two calls and the slow head hold all 3
-            assert third.recv(1024) == b""  # cut, unanswered, after header_timeout
+                fourth.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % int(port))
+                answer = fourth.recv(1024)
+            assert answer.startswith((b"HTTP/1.1 200 ", b"HTTP/1.1 503 ")), answer
+            return answer.startswith(b"HTTP/1.1 200 ")
+        with wait_until(hold_the_last_slot, 10, message="the last connection slot") as third:
+            # The two calls and the slow head hold all 3: the slow head makes room for a newcomer.
+            wait_until(fourth_served, 10, 0.1, "a newcomer served in the slow head's place")
+            assert third.recv(1024) == b""  # cut, unanswered
         wait_until(lambda: _in_flight(t) == 2, 10, message="the calls, never cut, still in flight")
     finally:
         for sock in calls:

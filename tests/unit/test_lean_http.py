@@ -14,7 +14,7 @@ import gevent.event
 import pytest
 
 from actors.serve.lean_http import LeanServer
-from actors.serve.listener import SOCKET_KEY
+from actors.serve.listener import SOCKET_KEY, FrontServer
 from tests.support import wait_until
 
 BODY_CAP = 1000
@@ -61,11 +61,12 @@ def _stream(release: gevent.event.Event):
 class ServerThread:
     """A LeanServer on a free loopback port, served in its own thread and hub until stop()."""
 
-    def __init__(self, max_connections: int = 10, header_timeout: float = 5.0) -> None:
+    def __init__(self, max_connections: int = 10, header_timeout: float = 5.0, make=LeanServer) -> None:
         self.ready = threading.Event()
         self.kwargs = {"max_connections": max_connections, "header_timeout": header_timeout}
+        self.make = make
         self.bodies: list = []
-        self.server: LeanServer | None = None
+        self.server: LeanServer | FrontServer | None = None
         self._stop_signal = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -76,7 +77,7 @@ class ServerThread:
         stopped = gevent.event.Event()
         self._stop_signal = gevent.get_hub().loop.async_()
         self._stop_signal.start(stopped.set)
-        self.server = LeanServer(("127.0.0.1", 0), _app(self.bodies), **self.kwargs)
+        self.server = self.make(("127.0.0.1", 0), _app(self.bodies), **self.kwargs)
         self.server.start()
         self.ready.set()
         stopped.wait()
@@ -84,7 +85,7 @@ class ServerThread:
 
     @property
     def address(self) -> tuple[str, int]:
-        assert self.server is not None
+        assert self.server is not None and self.server.server_port is not None
         return "127.0.0.1", self.server.server_port
 
     def connect(self) -> socket.socket:
@@ -267,17 +268,29 @@ def test_expect_100_continue_is_answered_before_the_body(serve):
         assert _read_response(sock)[1] == b"body"
 
 
-def test_connections_beyond_the_maximum_get_503(serve):
-    server = serve(max_connections=2, header_timeout=30)
+def _pywsgi(listener, app, **kwargs) -> FrontServer:
+    return FrontServer(listener, app, log=None, **kwargs)
+
+
+SERVERS = pytest.mark.parametrize("make", [LeanServer, _pywsgi], ids=["lean", "pywsgi"])
+_BUSY = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf"  # a whole head, half a body
+
+
+@SERVERS
+def test_connections_beyond_the_maximum_get_503_when_every_head_is_whole(serve, make):
+    server = serve(max_connections=2, header_timeout=30, make=make)
     held = [server.connect() for _ in range(2)]
     try:
+        for sock in held:
+            sock.sendall(_BUSY)  # busy reading its body: no slow head to cut, however long it takes
         assert server.server is not None
-        wait_until(lambda: server.server.figures()["open"] == 2, 10, message="two open connections")
+        wait_until(lambda: server.server.figures()["open"] == 2 and server.server.figures()["waiting_for_head"] == 0,
+                   10, message="two busy connections")
         with server.connect() as third:
             third.sendall(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
             answer = _read_until_closed(third)
         assert answer.startswith(b"HTTP/1.1 503 ") and b"Retry-After: " in answer, answer
-        assert server.server.figures()["refused"] == 1
+        assert server.server.figures()["refused"] == 1 and server.server.figures()["slow_heads_cut"] == 0
     finally:
         for sock in held:
             sock.close()
@@ -285,6 +298,43 @@ def test_connections_beyond_the_maximum_get_503(serve):
     with server.connect() as fourth:
         fourth.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
         assert _read_response(fourth)[0].startswith(b"HTTP/1.1 404 ")
+
+
+def _served(server: ServerThread) -> bool:
+    """One GET on a new connection: True if answered, False if refused with 503."""
+    with server.connect() as sock:
+        sock.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = _read_until_closed(sock)
+    assert answer.startswith((b"HTTP/1.1 404 ", b"HTTP/1.1 503 ")), answer
+    return answer.startswith(b"HTTP/1.1 404 ")
+
+
+@SERVERS
+def test_at_the_maximum_the_oldest_slow_head_makes_room_for_a_newcomer(serve, make):
+    server = serve(max_connections=3, header_timeout=30, make=make)
+    slower = server.connect()  # waits for its head first, so goes first
+    assert server.server is not None
+    wait_until(lambda: server.server.figures()["waiting_for_head"] == 1, 10, message="slower waiting")
+    slow, busy = server.connect(), server.connect()
+    try:
+        slower.sendall(b"GET /echo HTTP/1.1\r\nHost: x")  # no end of head
+        slow.sendall(b"GET /echo HTTP/1.1\r\n")
+        busy.sendall(_BUSY)
+        wait_until(lambda: server.server.figures()["open"] == 3 and server.server.figures()["waiting_for_head"] == 2,
+                   10, message="two slow heads and a busy connection")
+        # Within the grace the newcomer is refused; past it, the slow head waiting longest gives way.
+        wait_until(lambda: _served(server), 10, 0.1, "a newcomer served at the maximum")
+        slower.settimeout(10)
+        assert _read_until_closed(slower) == b""  # cut without an answer
+        figures = server.server.figures()
+        assert figures["slow_heads_cut"] == 1 and figures["waiting_for_head"] == 1, figures
+        busy.sendall(b"tail!!")  # its body completes: answered
+        assert _read_response(busy)[1] == b"halftail!!"
+        slow.sendall(b"Host: x\r\n\r\n")  # the younger slow head was left alone
+        assert _read_response(slow)[1] == b""
+    finally:
+        for sock in (slow, slower, busy):
+            sock.close()
 
 
 def test_a_large_body_in_the_read_that_ends_a_head_is_not_counted_as_head():

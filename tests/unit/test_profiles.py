@@ -87,6 +87,15 @@ def test_profiles_and_clients_parse(monkeypatch):
     assert "secret" not in repr(c.serve) + repr(alice) + repr(bob)
     assert c.profile("r") == views.Profile("r", frozenset({"gh"}), ("gh__*",), (), True)
     assert c.profile("all").everything and c.serve.profile == "all"
+    assert c.profile("all").max_sessions == 100  # the default quota of sessions per client
+
+
+def test_a_profiles_session_quota_is_a_positive_whole_number():
+    quiet = config.from_data({"servers": [], "profiles": {"bots": {"max_sessions": 7}}})
+    assert quiet.profile("bots").max_sessions == 7 and quiet.profile("bots").everything  # no view rule
+    for bad in (0, -1, "many", 2.5):
+        with pytest.raises(config.ConfigError, match=r"profiles\.bots\.max_sessions"):
+            config.from_data({"servers": [], "profiles": {"bots": {"max_sessions": bad}}})
 
 
 def test_profile_and_client_mistakes_are_all_reported_and_never_quote_a_token(monkeypatch):
