@@ -28,6 +28,7 @@ from actors.messages import (
 from actors.protocol import handshake, jsonrpc, mcp, modern_client, server_shapes
 from actors.protocol.modern_client import MODERN
 from actors.settings.config import ServerConfig
+from actors.slicing import Slices
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
 from actors.transports.base import LinkFailure, OnStream, Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
@@ -41,6 +42,7 @@ from actors.upstream.requests import RequestTable, usable_id
 from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
+from actors.upstream.tool_limits import limited
 from actors.upstream.waiting import WaitingLine
 from actors.tells import tell
 
@@ -84,7 +86,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
         self.requests = RequestTable(self.stats, lambda rid: self._tell(RequestTimedOut(rid)), log=self.log)
         self.waiting = WaitingLine(self.stats, lambda ticket: self._tell(QueuedTimedOut(ticket)))
         self.subscriptions = UpstreamSubscriptions(self._subscription_request)
-        self.lists = UpstreamLists(self._own_request, self._publish, log=self.log)
+        self.lists = UpstreamLists(self._own_request, self._publish, log=self.log, keep={"tools": config.max_tools})
         self.server_messages = ServerMessages(
             config.name, self.requests, self._send, route=route_server_request, bus=bus, log=self.log,
             answer_later=lambda uid, outcome: self._tell(AnswerServer(uid, outcome)),
@@ -166,6 +168,7 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
             return
         if self.era == MODERN:
             lists = self._modern_lists(lists)
+        lists = {**lists, "tools": self._within_limits(lists.get("tools", ()))}
         if self.registry is not None:  # None: a client's own upstream (share: per_client) lists nothing
             # False: the registry stopped, so troupe is stopping; the lists have nobody to serve.
             tell(self.registry, PublishServer(self.config.name, self.config.effective_prefix,
@@ -183,6 +186,17 @@ class Connection(EraOpening, Backpressure, pykka.ThreadingActor):
                                                   self.describe()))
         else:
             tell(self.supervisor, ConnectionCounts(self.config.name, self.generation, *counts))
+
+    def _within_limits(self, tools: tuple) -> tuple:
+        """The tools cut to max_tools and max_tool_bytes; what is refused is logged once (until it
+        changes) and shown in /status as this server's notes."""
+        kept, notes = limited(tuple(tools), self.config.max_tools, self.config.max_tool_bytes, Slices(),
+                              listed=self.lists.listed.get("tools"))
+        if notes != self.stats.notes:
+            for note in notes:
+                self.log.warning("{}", note)
+            self.stats.notes = notes
+        return kept
 
     def _list_changed(self, kinds: tuple) -> None:
         if self._ready:

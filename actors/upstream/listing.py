@@ -2,7 +2,7 @@
 handshake, re-read on list_changed; each complete set is handed to the Connection to publish."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from loguru import logger
 
@@ -26,13 +26,18 @@ class UpstreamLists:
     Connection but the `request` function it was given.
     """
 
-    def __init__(self, request: Request, on_complete: Callable[[dict[str, tuple]], None], *, log=logger) -> None:
+    def __init__(self, request: Request, on_complete: Callable[[dict[str, tuple]], None], *, log=logger,
+                 keep: Mapping[str, int] | None = None) -> None:
         self._request = request
         self._on_complete = on_complete
         self._log = log
         self._lists: dict[str, tuple] = {}
         self._reading: set[str] = set()
         self.ttls: dict[str, object] = {}  # kind → the ttlMs its last page carried (modern servers)
+        # kind → how many items of it are kept (max_tools); the rest of the pages is read and
+        # counted in `listed` only, so a server listing 50,000 tools costs memory for the kept ones.
+        self._keep = dict(keep or {})
+        self.listed: dict[str, int] = {}  # kind → how many items the last complete read listed
 
     def read(self, kinds: Iterable[str], capabilities: dict) -> None:
         """(Re-)read these kinds; one the server did not declare is empty without asking."""
@@ -41,11 +46,12 @@ class UpstreamLists:
                 self._lists[kind] = ()
                 continue
             self._reading.add(kind)
-            self._page(kind, None, [], 0)
+            self._page(kind, None, [], 0, [0])
         self._maybe_complete()
 
-    def _page(self, kind: str, cursor, acc: list, pages: int) -> None:
+    def _page(self, kind: str, cursor, acc: list, pages: int, seen: list) -> None:
         method, key = mcp.LIST_METHODS[kind]
+        keep = self._keep.get(kind)
 
         def on_page(outcome) -> None:
             if isinstance(outcome, UpstreamError):
@@ -55,14 +61,18 @@ class UpstreamLists:
                 self._lists.setdefault(kind, tuple(acc))
                 self.ttls[kind] = FAILED_LIST_RETRY_MS
             else:
-                items = outcome.get(key)
-                acc.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))
+                items = [i for i in (outcome.get(key) if isinstance(outcome.get(key), list) else ())
+                         if isinstance(i, dict)]
+                seen[0] += len(items)
+                # One over the limit is kept, so that whoever applies it knows it was passed.
+                acc.extend(items if keep is None else items[:max(0, keep + 1 - len(acc))])
                 self.ttls[kind] = outcome.get("ttlMs")
                 nxt = outcome.get("nextCursor")
                 if nxt and nxt != cursor and pages + 1 < MAX_LIST_PAGES:
-                    self._page(kind, nxt, acc, pages + 1)
+                    self._page(kind, nxt, acc, pages + 1, seen)
                     return
                 self._lists[kind] = tuple(acc)
+                self.listed[kind] = seen[0]
             self._reading.discard(kind)
             self._maybe_complete()
 

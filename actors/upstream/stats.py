@@ -34,6 +34,7 @@ class StatsSnapshot:
     latency_sum: float = 0.0
     p50: float | None = None
     p99: float | None = None
+    notes: tuple = ()  # what the live generation refused of the server's lists (tool_limits), as sentences
 
     def plus(self, live: "StatsSnapshot") -> "StatsSnapshot":
         """These retired totals with a live generation's figures on top."""
@@ -41,14 +42,15 @@ class StatsSnapshot:
                              self.timeouts + live.timeouts, self.garbage_lines + live.garbage_lines,
                              self.bad_ids + live.bad_ids,
                              tuple(a + b for a, b in zip(self.bucket_counts, live.bucket_counts)),
-                             self.latency_sum + live.latency_sum, live.p50, live.p99)
+                             self.latency_sum + live.latency_sum, live.p50, live.p99, live.notes)
 
     def to_json(self) -> dict:
         """The status report's figures for one server."""
         return {"in_flight": self.in_flight, "queued": self.queued, "calls": self.calls, "errors": self.errors,
                 "timeouts": self.timeouts, "garbage_lines": self.garbage_lines, "bad_ids": self.bad_ids,
                 "latency_ms": {"p50": _ms(self.p50), "p99": _ms(self.p99)},
-                "latency_buckets": list(self.bucket_counts), "latency_sum_s": self.latency_sum}
+                "latency_buckets": list(self.bucket_counts), "latency_sum_s": self.latency_sum,
+                "notes": list(self.notes)}
 
 
 class ServerStats:
@@ -60,7 +62,7 @@ class ServerStats:
     """
 
     __slots__ = ("in_flight", "queued", "calls", "errors", "timeouts", "garbage_lines", "bad_ids", "bucket_counts",
-                 "latency_sum", "recent")
+                 "latency_sum", "recent", "notes")
 
     def __init__(self) -> None:
         self.in_flight = 0
@@ -73,6 +75,7 @@ class ServerStats:
         self.bucket_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
         self.recent: deque[float] = deque(maxlen=RECENT)
+        self.notes: tuple = ()  # what the last listing had refused (actors/upstream/tool_limits.py)
 
     def record(self, seconds: float, ok: bool) -> None:
         self.calls += 1
@@ -91,7 +94,7 @@ class ServerStats:
     def snapshot(self) -> StatsSnapshot:
         return StatsSnapshot(self.in_flight, self.queued, self.calls, self.errors, self.timeouts,
                              self.garbage_lines, self.bad_ids, tuple(self.bucket_counts), self.latency_sum,
-                             self.percentile(0.5), self.percentile(0.99))
+                             self.percentile(0.5), self.percentile(0.99), self.notes)
 
 
 class LogBudget:
