@@ -22,9 +22,12 @@ from actors.trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
 # Screening a listing and building a snapshot loop over every tool (~120 ms of CPU at 10,000
-# tools, seconds at 50,000): they run in slices (actors/slicing.py), yielding to the hub between
-# them, so no other client's call waits behind a big server. Readers keep the previous snapshot
-# meanwhile: the next is published whole, in one store.
+# tools, seconds at 50,000): above this many tools they run in slices (actors/slicing.py),
+# yielding to the hub between them, so no other client's call waits behind a big server. Readers
+# keep the previous snapshot meanwhile: the next is published whole, in one store. Below it the
+# work is short and done in one turn, as a server's readiness (told to the Supervisor after its
+# lists) then finds its tools published.
+YIELD_ABOVE_TOOLS = 2000
 # Trust on first sight covers a server's first start, not only its first listing: a server
 # that adds tools once it has seen troupe's capabilities (server-everything adds its
 # sampling/elicitation/roots tools after `initialized`) lists them a moment later. Tools it
@@ -72,13 +75,13 @@ class Registry(pykka.ThreadingActor):
     def on_receive(self, message):
         match message:
             case PublishServer():
-                pause = Slices()
+                pause = Slices() if len(message.tools) > YIELD_ABOVE_TOOLS else never
                 sums = digests({"tools": message.tools, "prompts": message.prompts}, pause) if message.pin else None
                 self._published[message.server] = (message, sums)
                 self._mark(self._screen(message, sums, report=True, pause=pause))
             case TrustChanged():
                 changed: set[str] = set()
-                pause = Slices()
+                pause = self._pause()
                 for published, sums in list(self._published.values()):
                     changed |= self._screen(published, sums, report=False, pause=pause)
                 self._mark(changed)
@@ -170,10 +173,14 @@ class Registry(pykka.ThreadingActor):
         snapshot's own lazy attributes, see Catalogue)."""
         # Readers keep the previous snapshot while the next is built: none sees it half-built.
         # The lists are this actor's own, and its mailbox waits while it yields: nothing changes them.
-        pause = Slices()
+        pause = self._pause()
         cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1, self.reserved,
                               between=pause)
         self.writer.publish(views.with_views(cat, self.profiles, between=pause))
+
+    def _pause(self):
+        """A Slices for work over every server's tools when they are many, else nothing."""
+        return Slices() if sum(len(sl.tools) for sl in self._lists.values()) > YIELD_ABOVE_TOOLS else never
 
     def _tell_flush(self) -> None:
         tell(self.actor_ref, _Flush())  # False: it stopped meanwhile, and nobody waits for the notice
