@@ -15,14 +15,19 @@ from actors.catalogue.snapshot import Catalogue, ServerLists
 from actors.events.kinds import ToolsChanged
 from actors.messages import DropServer, PublishServer
 from actors.published import Published, Publisher
+from actors.slicing import Slices, never
 from actors.tells import tell
 from actors.trust.ledger import KINDS, Pinned, TrustSnapshot
 from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
 from actors.trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
-# Above this many tools a publish yields to the hub between its stages (each server's part of
-# the catalogue, then each profile's view): at 10,000 tools the whole costs ~120 ms of CPU.
+# Screening a listing and building a snapshot loop over every tool (~120 ms of CPU at 10,000
+# tools, seconds at 50,000): above this many tools they run in slices (actors/slicing.py),
+# yielding to the hub between them, so no other client's call waits behind a big server. Readers
+# keep the previous snapshot meanwhile: the next is published whole, in one store. Below it the
+# work is short and done in one turn, as a server's readiness (told to the Supervisor after its
+# lists) then finds its tools published.
 YIELD_ABOVE_TOOLS = 2000
 # Trust on first sight covers a server's first start, not only its first listing: a server
 # that adds tools once it has seen troupe's capabilities (server-everything adds its
@@ -96,8 +101,9 @@ class Registry(pykka.ThreadingActor):
                     self._take(held)
             case TrustChanged():
                 changed: set[str] = set()
+                pause = self._pause()
                 for published, sums in list(self._published.values()):
-                    changed |= self._screen(published, sums, report=False)
+                    changed |= self._screen(published, sums, report=False, pause=pause)
                 self._mark(changed)
             case DropServer(server=server):
                 self._unhold(server)
@@ -124,9 +130,10 @@ class Registry(pykka.ThreadingActor):
 
     def _take(self, msg: PublishServer) -> None:
         started = time.monotonic()
-        sums = digests({"tools": msg.tools, "prompts": msg.prompts}) if msg.pin else None
+        pause = Slices() if len(msg.tools) > YIELD_ABOVE_TOOLS else never
+        sums = digests({"tools": msg.tools, "prompts": msg.prompts}, pause) if msg.pin else None
         self._published[msg.server] = (msg, sums)
-        self._mark(self._screen(msg, sums, report=True))
+        self._mark(self._screen(msg, sums, report=True, pause=pause))
         now = time.monotonic()
         low, high = REPUBLISH_AFTER
         self._next_at[msg.server] = now + min(high, max(low, (now - started) / REBUILD_SHARE))
@@ -140,12 +147,12 @@ class Registry(pykka.ThreadingActor):
     def _tell_release(self, server: str) -> None:
         tell(self.actor_ref, _Release(server))  # False: it stopped meanwhile; the listing has nobody to serve
 
-    def _screen(self, msg: PublishServer, sums, report: bool) -> set[str]:
+    def _screen(self, msg: PublishServer, sums, report: bool, pause=never) -> set[str]:
         """Rebuild one server's ServerLists from its listing and its pins; returns what changed."""
         snapshot = self.trust.current
         pinned = self._pins_of(msg.identity, snapshot)
         lists, pin = {"tools": msg.tools, "prompts": msg.prompts}, msg.pin and bool(msg.identity)
-        result = screen(lists, pinned, pin, sums)
+        result = screen(lists, pinned, pin, sums, pause)
         if result.first_sight is not None and self.keeper is not None:
             self._first_sight[msg.identity] = Pinned(*(MappingProxyType(dict(result.first_sight[k]))
                                                        for k in KINDS))
@@ -156,7 +163,7 @@ class Registry(pykka.ThreadingActor):
                 added := self._added_at_first_start(msg.identity, result)):
             self._first_sight[msg.identity] = _extended(pinned, added)
             self._tell_keeper(PinFirstSight.of(msg.identity, msg.server, added, extend=True))
-            result = screen(lists, self._first_sight[msg.identity], pin, sums)
+            result = screen(lists, self._first_sight[msg.identity], pin, sums, pause)
         if report and pin and (result.withheld_count or msg.identity in snapshot.withheld):
             self._tell_keeper(ReportWithheld.of(msg.identity, msg.server, result.withheld))
         new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
@@ -216,13 +223,15 @@ class Registry(pykka.ThreadingActor):
         reader ever builds or stores into a snapshot (the search index and validators are the
         snapshot's own lazy attributes, see Catalogue)."""
         # Readers keep the previous snapshot while the next is built: none sees it half-built.
-        big = sum(len(sl.tools) for sl in self._lists.values()) > YIELD_ABOVE_TOOLS
-        pause = _yield if big else None
+        # The lists are this actor's own, and its mailbox waits while it yields: nothing changes them.
+        pause = self._pause()
         cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1, self.reserved,
                               between=pause)
-        if pause is not None and self.profiles:
-            pause()
         self.writer.publish(views.with_views(cat, self.profiles, between=pause))
+
+    def _pause(self):
+        """A Slices for work over every server's tools when they are many, else nothing."""
+        return Slices() if sum(len(sl.tools) for sl in self._lists.values()) > YIELD_ABOVE_TOOLS else never
 
     def _tell_flush(self) -> None:
         tell(self.actor_ref, _Flush())  # False: it stopped meanwhile, and nobody waits for the notice
@@ -237,10 +246,6 @@ class Registry(pykka.ThreadingActor):
             self._flush_timer.kill(block=False)
         for server in list(self._holds):
             self._unhold(server)
-
-
-def _yield() -> None:
-    gevent.sleep(0)  # lets every other greenlet run once; the Registry's own mailbox waits
 
 
 def _diff(old: ServerLists | None, new: ServerLists) -> set[str]:

@@ -11,6 +11,7 @@ from loguru import logger
 from actors.catalogue import naming
 from actors.catalogue.digests import combined, content_digest
 from actors.lazy import lazy
+from actors.slicing import Slices, never, paced
 
 
 def _compile_validator(entry: "Entry"):
@@ -19,8 +20,15 @@ def _compile_validator(entry: "Entry"):
 
 
 def _build_search_index(cat: "Catalogue"):
+    # Built on the greenlet of the first reader that searches (a Session), in slices: 1.3 s of
+    # CPU at 10,000 tools must not hold the other clients' calls (actors/slicing.py).
     from actors.catalogue.search import Index, fields
-    return Index([fields(t, cat.instructions.get(t.server, "")) for t in cat.tools])
+    pause = Slices()
+    docs = []
+    for t in cat.tools:
+        pause()
+        docs.append(fields(t, cat.instructions.get(t.server, "")))
+    return Index(docs, between=pause)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +179,9 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
     """Deterministic: servers in name order, each one's tools and prompts by name; on a
     collision the first keeps the name. `reserved`: troupe's own tool names (meta-tools and
     core tools); a server's tool that would take one is renamed, whatever the order. `between()`
-    runs after each server's part (the Registry yields to the hub there: nothing is visible until
-    the whole is returned)."""
+    runs after each item (a slicing.Slices: the Registry yields to the hub there once a slice of
+    work is used up; nothing is visible until the whole is returned)."""
+    between = between or never
     collisions: list[str] = []
     tool_index: dict[str, Entry] = {}
     prompt_index: dict[str, Entry] = {}
@@ -181,14 +190,13 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
     withheld: dict[tuple, Withheld] = {}
     order = sorted(lists)
     for server in order:
-        if between is not None and server != order[0]:
-            between()
         sl = lists[server]
         # Within a server, by name: the order a client sees never depends on how an upstream
         # happened to list (two instances with the same catalogue serve the same pages).
-        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", reserved)
-        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt")
+        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", between, reserved)
+        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt", between)
         for res in sl.resources:
+            between()
             uri = res.get("uri")
             if not isinstance(uri, str):
                 continue
@@ -215,7 +223,7 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
         resources=tuple(resource_index.values()), templates=tuple(templates),
         tool_index=MappingProxyType(tool_index), prompt_index=MappingProxyType(prompt_index),
         resource_index=MappingProxyType(resource_index), servers=tuple(order),
-        collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in tools),
+        collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in paced(tools, between)),
         withheld=MappingProxyType(withheld),
         instructions=MappingProxyType({s: lists[s].instructions for s in order if lists[s].instructions}))
 
@@ -226,9 +234,10 @@ def _by_name(item) -> str:
 
 
 def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str,
-               reserved: frozenset = frozenset()) -> None:
+               between: Callable[[], None], reserved: frozenset = frozenset()) -> None:
     seen: set[str] = set()
     for item in items:
+        between()
         original = item.get("name")
         if not isinstance(original, str) or not original:
             continue

@@ -53,8 +53,9 @@ class Checked:
         self.message, self.answers, self.batch = message, answers if answers is not None else [], batch
 
 
-def parse(data: bytes | bytearray | str, peer: str) -> Checked:
-    """Decode one payload (depth-bounded) and check it; bad JSON or too deep is answered here."""
+def parse(data: bytes | bytearray | str, peer: str, max_batch: int | None = None) -> Checked:
+    """Decode one payload (depth-bounded) and check it; bad JSON or too deep is answered here,
+    and so is a batch of more than `max_batch` entries (serve.max_batch; None: no limit)."""
     try:
         value = jsonrpc.decode(data)
     except jsonrpc.TooDeep as exc:
@@ -63,17 +64,24 @@ def parse(data: bytes | bytearray | str, peer: str) -> Checked:
         return Checked(answers=[jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, str(exc))])
     except ValueError as exc:
         return Checked(answers=[jsonrpc.error(None, jsonrpc.PARSE_ERROR, f"parse error: {exc}")])
-    return check(value, peer)
+    return check(value, peer, max_batch)
 
 
-def check(value: Any, peer: str) -> Checked:
+def check(value: Any, peer: str, max_batch: int | None = None) -> Checked:
     """Check a decoded payload: one message, or a batch whose entries are checked one by one (the
-    well-shaped ones go on together; the Session may still refuse batches for its version)."""
+    well-shaped ones go on together; the Session may still refuse batches for its version). A
+    batch of more than `max_batch` entries is refused whole, with one error (not an array):
+    serving 10,000 requests of one client at once would hold every other client behind them."""
     if not isinstance(value, list):
         message, answer = _one(value, peer)
         return Checked(message, [answer] if answer is not None else [])
     if not value:
         return Checked(answers=[jsonrpc.error(None, jsonrpc.INVALID_REQUEST, "an empty batch")], batch=True)
+    if max_batch is not None and len(value) > max_batch:
+        logger.info("{}: refused a batch of {} messages (serve.max_batch is {})", peer, len(value), max_batch)
+        return Checked(answers=[jsonrpc.error(None, jsonrpc.INVALID_REQUEST, (
+            f"a batch of {len(value)} messages is over troupe's limit of {max_batch} (serve.max_batch); "
+            f"send fewer at a time"))])
     kept, answers = [], []
     for entry in value:
         message, answer = _one(entry, peer)

@@ -75,7 +75,8 @@ class McpHttp:
         elsewhere = self.proxy.route(environ, sid, body, lambda: _gone(None)) if sid else None
         if elsewhere is not None:
             return elsewhere
-        checked = inbound.parse(body, _peer(environ))  # bad JSON, too deep or of the wrong shape
+        # bad JSON, too deep, of the wrong shape or too big a batch
+        checked = inbound.parse(body, _peer(environ), self.rt.config.serve.max_batch)
         msg = checked.message
         if msg is None:
             return _refused(checked)
@@ -252,7 +253,8 @@ class McpHttp:
         body, problem = _read_body(environ)
         if problem:
             return problem
-        checked = inbound.parse(body, _peer(environ))  # its refusals travel on the SSE stream too
+        # its refusals (too big a batch too) travel on the SSE stream as well
+        checked = inbound.parse(body, _peer(environ), self.rt.config.serve.max_batch)
         to = inbound.deliver(checked, hs.notify)
         if to is None:
             return _refused(checked)

@@ -53,7 +53,8 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             line = line.strip()
             if not line:
                 continue
-            checked = inbound.parse(line, PEER)  # bad JSON, too deep or of the wrong shape: answered here
+            # bad JSON, too deep, of the wrong shape or too big a batch: answered here
+            checked = inbound.parse(line, PEER, runtime.config.serve.max_batch)
             to = inbound.deliver(checked, client.sink)
             if to is not None:
                 client.send(checked.message, to)

@@ -19,6 +19,8 @@ from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_TOOL_BYTES,
+    DEFAULT_MAX_TOOLS,
     DEFAULT_SESSION_IDLE_S,
     DEFAULT_TIMEOUT,
     MODES,
@@ -166,7 +168,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin", "placement", "auth", "cache", "share"}, path)
+                              "pin", "placement", "auth", "cache", "share", "max_tools", "max_tool_bytes"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -221,7 +223,21 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         placement=cluster_settings.placement(check.typed(item, "placement", path, str), path, check.fail),
         auth=_auth(item, kind, path, check),
         cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail),
-        share=_share(check.typed(item, "share", path, str, SHARE_ALL), path, check))
+        share=_share(check.typed(item, "share", path, str, SHARE_ALL), path, check),
+        **_list_limits(item, path, check))
+
+
+def _list_limits(item: dict, path: str, check: _Checker) -> dict:
+    """max_tools and max_tool_bytes: what of a server's tool list troupe serves, each an integer >= 1."""
+    limits = {}
+    for key, default, unit in (("max_tools", DEFAULT_MAX_TOOLS, "tools"),
+                               ("max_tool_bytes", DEFAULT_MAX_TOOL_BYTES, "bytes of one tool's JSON definition")):
+        value = check.typed(item, key, path, int, default)
+        if value < 1:
+            check.fail(f"{path}.{key}", f"must be an integer >= 1 ({unit}), got {value!r}")
+            value = default
+        limits[key] = value
+    return limits
 
 
 def _share(value: str | None, path: str, check: _Checker) -> str:

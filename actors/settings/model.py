@@ -26,6 +26,11 @@ DEFAULT_MAX_SESSIONS = 1000  # open MCP sessions over HTTP (Streamable and legac
 DEFAULT_HEADER_TIMEOUT_S = 10.0  # to send a whole request head; also the longest pause inside a body
 DEFAULT_MAX_CONNECTIONS = 512  # connections served at once; more are answered 503 and closed
 DEFAULT_CLIENT_SESSIONS = 100  # profiles.<name>.max_sessions: open sessions one client may hold
+DEFAULT_MAX_BATCH = 100  # requests in one JSON-RPC batch; a bigger batch is refused whole (-32600)
+# What one server's tool list may bring into the catalogue (actors/upstream/tool_limits.py):
+# past these troupe's snapshot, search index and answers would grow with whatever a server lists.
+DEFAULT_MAX_TOOLS = 10_000
+DEFAULT_MAX_TOOL_BYTES = 64 * 1024  # one tool's definition, as JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,8 @@ class ServerConfig:
     auth: UpstreamAuth | None = None  # an HTTP server's OAuth settings (actors/settings/upstream_auth.py)
     cache: ServerCache | None = None  # which of its answers troupe caches (actors/settings/cache_section.py)
     share: str = SHARE_ALL  # all: one upstream for everyone; per_client: each client its own (supervision/per_client)
+    max_tools: int = DEFAULT_MAX_TOOLS  # tools served of its list; the rest refused (a /status note)
+    max_tool_bytes: int = DEFAULT_MAX_TOOL_BYTES  # a bigger tool definition is refused (a /status note)
 
     @property
     def effective_prefix(self) -> str:
@@ -143,6 +150,7 @@ class ServeConfig:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_batch: int = DEFAULT_MAX_BATCH  # requests in one JSON-RPC batch, on every front
     clients: tuple = ()  # ClientEntry each; when set, every MCP request must carry one's token
     profile: str | None = None  # the stdio client's profile (--profile); None: the whole catalogue
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 
+from actors.slicing import never, paced
 from actors.trust import digest as dg
 from actors.trust.ledger import KINDS, Pinned
 
@@ -27,23 +28,24 @@ def _name(item) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def digests(lists: Mapping[str, tuple]) -> dict[str, tuple]:
+def digests(lists: Mapping[str, tuple], between: Callable[[], None] = never) -> dict[str, tuple]:
     """kind → the digest of each listed item, in order: computed once per listing, so screening
-    it again after an approval costs dictionary lookups only."""
-    return {k: tuple(dg.digest(k, item) for item in lists.get(k, ())) for k in KINDS}
+    it again after an approval costs dictionary lookups only. `between()` runs after each item
+    (the Registry's slicing.Slices)."""
+    return {k: tuple(paced((dg.digest(k, item) for item in lists.get(k, ())), between)) for k in KINDS}
 
 
 def screen(lists: Mapping[str, tuple], pinned: Pinned | None, pin: bool,
-           sums: Mapping[str, tuple] | None = None) -> Screened:
+           sums: Mapping[str, tuple] | None = None, between: Callable[[], None] = never) -> Screened:
     """lists: kind → definitions as listed (sums: their digests, see `digests`). With no pin
     yet, everything is shown and pinned now (trust on first sight of an approved or
     configured server); afterwards a definition whose digest differs from its pin, or one
-    never pinned, is withheld."""
+    never pinned, is withheld. `between()` runs after each item."""
     if not pin:
         return Screened(MappingProxyType({k: tuple(lists.get(k, ())) for k in KINDS}), MappingProxyType({}))
-    sums = sums if sums is not None else digests(lists)
+    sums = sums if sums is not None else digests(lists, between)
     if pinned is None:
-        first = {k: {n: (d, dg.essence(k, item)) for item, d in zip(lists.get(k, ()), sums[k])
+        first = {k: {n: (d, dg.essence(k, item)) for item, d in paced(zip(lists.get(k, ()), sums[k]), between)
                      if (n := _name(item))} for k in KINDS}
         return Screened(MappingProxyType({k: tuple(lists.get(k, ())) for k in KINDS}), MappingProxyType({}),
                         MappingProxyType(first))
@@ -51,7 +53,7 @@ def screen(lists: Mapping[str, tuple], pinned: Pinned | None, pin: bool,
     for kind in KINDS:
         pins = pinned.of(kind)
         keep, held = [], {}
-        for item, d in zip(lists.get(kind, ()), sums[kind]):
+        for item, d in paced(zip(lists.get(kind, ()), sums[kind]), between):
             name = _name(item)
             if name is None:
                 keep.append(item)  # the catalogue drops nameless items itself

@@ -83,7 +83,8 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         self.waiting = WaitingLine(self.stats, lambda ticket: self._tell(QueuedTimedOut(ticket)))
         self.subscriptions = UpstreamSubscriptions(self._subscription_request)
         self.lists = UpstreamLists(self._own_request, self._lists_read, stats=self.stats, log=self.log,
-                                   on_stale=lambda kinds: self.server_messages.lists_stale(kinds))
+                                   on_stale=lambda kinds: self.server_messages.lists_stale(kinds),
+                                   keep={"tools": config.max_tools})
         self.server_messages = ServerMessages(
             config.name, self.requests, self._send, route=route_server_request, bus=bus, log=self.log,
             answer_later=lambda uid, outcome: self._tell(AnswerServer(uid, outcome)),

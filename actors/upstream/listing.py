@@ -3,7 +3,7 @@ handshake, re-read on list_changed or a modern ttl (coalesced: per kind one read
 at most one pending), each finished read handed to the Connection with whether it changed."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from loguru import logger
 
@@ -44,7 +44,7 @@ class UpstreamLists:
     """
 
     def __init__(self, request: Request, on_read: OnRead, *, on_stale: Callable[[tuple], None] = lambda kinds: None,
-                 stats=None, log=logger) -> None:
+                 stats=None, log=logger, keep: Mapping[str, int] | None = None) -> None:
         self._request = request
         self._on_read = on_read
         self._on_stale = on_stale
@@ -59,6 +59,10 @@ class UpstreamLists:
         self._listed = False  # every kind has been read once and handed on
         self._capabilities: dict | None = None  # the server's, from the first read() (None: not opened)
         self.ttls: dict[str, object] = {}  # kind → the ttlMs its last page carried (modern servers)
+        # kind → how many items of it are kept (max_tools); the rest of the pages is read and
+        # counted in `listed` only, so a server listing 50,000 tools costs memory for the kept ones.
+        self._keep = dict(keep or {})
+        self.listed: dict[str, int] = {}  # kind → how many items the last complete read listed
 
     @property
     def pending(self) -> frozenset:
@@ -106,15 +110,16 @@ class UpstreamLists:
         if kind in self._lists and self._stats is not None:
             self._stats.relists += 1  # read before: this one is a re-read
         self._reading.add(kind)
-        self._page(kind, None, [], 0)
+        self._page(kind, None, [], 0, [0])
 
     def _store(self, kind: str, items: tuple) -> None:
         if kind not in self._lists or self._lists[kind] != items:  # a tuple of dicts: equal content, equal
             self._changed = True
         self._lists[kind] = items
 
-    def _page(self, kind: str, cursor, acc: list, pages: int) -> None:
+    def _page(self, kind: str, cursor, acc: list, pages: int, seen: list) -> None:
         method, key = mcp.LIST_METHODS[kind]
+        keep = self._keep.get(kind)
 
         def on_page(outcome) -> None:
             if isinstance(outcome, UpstreamError):
@@ -125,13 +130,17 @@ class UpstreamLists:
                     self._store(kind, tuple(acc))
                 self.ttls[kind] = FAILED_LIST_RETRY_MS
             else:
-                items = outcome.get(key)
-                acc.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))
+                items = [i for i in (outcome.get(key) if isinstance(outcome.get(key), list) else ())
+                         if isinstance(i, dict)]
+                seen[0] += len(items)
+                # One over the limit is kept, so that whoever applies it knows it was passed.
+                acc.extend(items if keep is None else items[:max(0, keep + 1 - len(acc))])
                 self.ttls[kind] = outcome.get("ttlMs")
                 nxt = outcome.get("nextCursor")
                 if nxt and nxt != cursor and pages + 1 < MAX_LIST_PAGES:
-                    self._page(kind, nxt, acc, pages + 1)
+                    self._page(kind, nxt, acc, pages + 1, seen)
                     return
+                self.listed[kind] = seen[0]
                 self._store(kind, tuple(acc))
             self._ended(kind)
 

@@ -11,8 +11,10 @@ from typing import Any, Callable
 
 from actors.messages import ConnectionCounts, ConnectionReady, PublishServer
 from actors.protocol.modern_client import MODERN
+from actors.slicing import Slices
 from actors.tells import tell
 from actors.trust.provenance import identity_key as trust_identity
+from actors.upstream.tool_limits import limited
 
 
 class ListPublishing:
@@ -27,6 +29,7 @@ class ListPublishing:
     lists: Any
     modern: Any
     registry: Any
+    stats: Any
     supervisor: Any
     capabilities: dict
     server_info: dict
@@ -48,6 +51,7 @@ class ListPublishing:
             lists = self._modern_lists(lists, done, changed)
         if not changed and self._ready:
             return  # the same lists as last handed on: nothing downstream to rebuild or tell
+        lists = {**lists, "tools": self._within_limits(lists.get("tools", ()))}
         if self.registry is not None:  # None: a client's own upstream (share: per_client) lists nothing
             # False: the registry stopped, so troupe is stopping; the lists have nobody to serve.
             tell(self.registry, PublishServer(self.config.name, self.config.effective_prefix,
@@ -75,3 +79,14 @@ class ListPublishing:
         """A modern list's ttl is up: re-read it, as above, without announcing a change."""
         if not self._failed:
             self.lists.due(self.modern.relist_due(kinds))
+
+    def _within_limits(self, tools: tuple) -> tuple:
+        """The tools cut to max_tools and max_tool_bytes; what is refused is logged once (until it
+        changes) and shown in /status as this server's notes."""
+        kept, notes = limited(tuple(tools), self.config.max_tools, self.config.max_tool_bytes, Slices(),
+                              listed=self.lists.listed.get("tools"))
+        if notes != self.stats.notes:
+            for note in notes:
+                self.log.warning("{}", note)
+            self.stats.notes = notes
+        return kept

@@ -35,6 +35,7 @@ class StatsSnapshot:
     p50: float | None = None
     p99: float | None = None
     relists: int = 0  # lists read again after the first listing (a paginated one counts once)
+    notes: tuple = ()  # what the live generation refused of the server's lists (tool_limits), as sentences
 
     def plus(self, live: "StatsSnapshot") -> "StatsSnapshot":
         """These retired totals with a live generation's figures on top."""
@@ -43,7 +44,7 @@ class StatsSnapshot:
                              self.bad_ids + live.bad_ids,
                              tuple(a + b for a, b in zip(self.bucket_counts, live.bucket_counts)),
                              self.latency_sum + live.latency_sum, live.p50, live.p99,
-                             self.relists + live.relists)
+                             self.relists + live.relists, live.notes)
 
     def to_json(self) -> dict:
         """The status report's figures for one server."""
@@ -51,7 +52,7 @@ class StatsSnapshot:
                 "timeouts": self.timeouts, "garbage_lines": self.garbage_lines, "bad_ids": self.bad_ids,
                 "latency_ms": {"p50": _ms(self.p50), "p99": _ms(self.p99)},
                 "latency_buckets": list(self.bucket_counts), "latency_sum_s": self.latency_sum,
-                "relists": self.relists}
+                "relists": self.relists, "notes": list(self.notes)}
 
 
 class ServerStats:
@@ -63,7 +64,7 @@ class ServerStats:
     """
 
     __slots__ = ("in_flight", "queued", "calls", "errors", "timeouts", "garbage_lines", "bad_ids", "bucket_counts",
-                 "latency_sum", "recent", "relists")
+                 "latency_sum", "recent", "relists", "notes")
 
     def __init__(self) -> None:
         self.in_flight = 0
@@ -77,6 +78,7 @@ class ServerStats:
         self.latency_sum = 0.0
         self.recent: deque[float] = deque(maxlen=RECENT)
         self.relists = 0  # counted by UpstreamLists
+        self.notes: tuple = ()  # what the last listing had refused (actors/upstream/tool_limits.py)
 
     def record(self, seconds: float, ok: bool) -> None:
         self.calls += 1
@@ -95,7 +97,7 @@ class ServerStats:
     def snapshot(self) -> StatsSnapshot:
         return StatsSnapshot(self.in_flight, self.queued, self.calls, self.errors, self.timeouts,
                              self.garbage_lines, self.bad_ids, tuple(self.bucket_counts), self.latency_sum,
-                             self.percentile(0.5), self.percentile(0.99), self.relists)
+                             self.percentile(0.5), self.percentile(0.99), self.relists, self.notes)
 
 
 class LogBudget:

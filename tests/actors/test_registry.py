@@ -114,9 +114,19 @@ def test_the_registry_publishes_each_profiles_view_and_the_lists_digests_built()
 
 def test_a_big_publish_yields_to_the_hub_and_no_reader_sees_it_half_built(monkeypatch):
     from actors.catalogue import registry as registry_module
+    from actors.slicing import Slices
     yields: list = []
-    real = registry_module._yield
-    monkeypatch.setattr(registry_module, "_yield", lambda: (yields.append(box.current.version), real()))
+
+    class Recording(Slices):  # a slice of 1 ms: the build pauses often, and each pause is recorded
+        def __init__(self) -> None:
+            super().__init__(budget=0.001)
+
+        def __call__(self) -> None:
+            before = self.pauses
+            super().__call__()
+            if self.pauses > before:
+                yields.append(box.current.version)
+    monkeypatch.setattr(registry_module, "Slices", Recording)
     bus = EventBus.start()
     profile = views.Profile("ro", read_only=True)
     box, writer = Published.create(Catalogue())
@@ -129,7 +139,7 @@ def test_a_big_publish_yields_to_the_hub_and_no_reader_sees_it_half_built(monkey
         while not done.is_set():
             cat = box.current
             seen.append((cat.version, len(cat.tools), profile in cat.views))
-            gevent.sleep(0)
+            gevent.sleep(0.0005)  # a timer, as the Registry's pauses are (a sleep(0) spin starves timers)
     watcher = gevent.spawn(watch)
     try:
         registry.tell(PublishServer("w", "w", many, identity="stdio:w", pin=False))
@@ -139,7 +149,7 @@ def test_a_big_publish_yields_to_the_hub_and_no_reader_sees_it_half_built(monkey
         assert len(box.current.views[profile].tools) == 1500
         assert all(has_view for _, tools, has_view in seen if tools), "a snapshot was seen without its view"
         assert any(tools == 0 for _, tools, _ in seen) and any(tools == 3000 for _, tools, _ in seen)
-        # It yielded between its stages (after the catalogue, after the view) with the old one still out.
+        # It yielded while it built (the catalogue, the view) with the old one still out.
         assert len(yields) >= 2 and all(version == 0 for version in yields)
     finally:
         done.set()
