@@ -115,8 +115,8 @@ def test_max_tools_keeps_the_first_and_max_tool_bytes_drops_big_definitions_with
 def test_the_lists_keep_only_max_tools_but_count_every_tool_listed():
     pages = {None: ({"tools": list(_tools(5)), "nextCursor": "2"}), "2": {"tools": list(_tools(5))}}
     done = []
-    lists = UpstreamLists(lambda method, params, reply: reply(pages[(params or {}).get("cursor")]), done.append,
-                          keep={"tools": 3})
+    lists = UpstreamLists(lambda method, params, reply: reply(pages[(params or {}).get("cursor")]),
+                          lambda read, kinds, changed: done.append(read), keep={"tools": 3})
     lists.read(("tools",), {"tools": {}})
     assert len(done[0]["tools"]) == 4  # one over the limit: whoever applies it knows it was passed
     assert lists.listed["tools"] == 10
