@@ -25,6 +25,7 @@ DEFAULT_SESSION_IDLE_S = 600.0  # a Streamable HTTP session with nothing in flig
 DEFAULT_MAX_SESSIONS = 1000  # open MCP sessions over HTTP (Streamable and legacy SSE together)
 DEFAULT_HEADER_TIMEOUT_S = 10.0  # to send a whole request head; also the longest pause inside a body
 DEFAULT_MAX_CONNECTIONS = 512  # connections served at once; more are answered 503 and closed
+DEFAULT_STREAM_BUFFER_BYTES = 4 * 1024 * 1024  # unsent bytes held for one reader (actors/serve/stream_buffer.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class ServeConfig:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES  # per reader; then notifications drop
     clients: tuple = ()  # ClientEntry each; when set, every MCP request must carry one's token
     profile: str | None = None  # the stdio client's profile (--profile); None: the whole catalogue
 
