@@ -5,7 +5,6 @@ import sys
 from dataclasses import replace
 from typing import Any, Callable
 
-import gevent.queue
 import orjson
 from loguru import logger
 
@@ -15,9 +14,11 @@ from actors.serve.lean_http import LeanServer
 from actors.serve.listener import FrontHandler, watch_hangup
 from actors.serve.mcp_http import McpHttp
 from actors.serve.security import Guard, exposure_refusal
+from actors.serve.stream_buffer import EMPTY, StreamBuffer, shut_down_later
 
 NoDelayHandler = FrontHandler  # the name hosts embedding troupe already import
-_HUNG_UP = object()  # /events queue sentinel: the client went away
+_HUNG_UP = object()  # /events queue sentinel: the client went away, or the stream was closed for slowness
+LOG_EVENT = "ServerLogged"  # the /events kind dropped first when its reader falls behind
 
 
 class App:
@@ -96,6 +97,7 @@ class App:
         report["sessions"] = {**self.mcp.sessions.summary(), "proxied": self.mcp.proxy.proxied}
         report["modern"] = self.mcp.modern.summary()
         report["clients"] = self.client_report()
+        report["streams"] = self.mcp.streams.report()
         if self.front is not None:
             report["connections"] = self.front.figures()
         return report
@@ -105,33 +107,43 @@ class App:
         return self.mcp.clients.report(self.mcp.sessions.by_client(), self.mcp.sessions.quota_figures())
 
     def _events(self, environ):
-        """The event bus as SSE: recent history first, then live events."""
-        queue: gevent.queue.Queue = gevent.queue.Queue(maxsize=10000)
-        token = object()
-        watcher = watch_hangup(environ, lambda: queue.put(_HUNG_UP))  # blocks only the watcher if full
+        """The event bus as SSE: recent history first, then live events, at most
+        serve.stream_buffer_bytes of them unsent; past that, log events are dropped, and when
+        others do not fit either the stream ends with a `missed` event saying what it lost."""
+        closer: list = []  # the socket's delayed shut-down, once closed for slowness
 
-        def deliver(event) -> None:  # bus greenlet: never block it
-            try:
-                queue.put_nowait(event)
-            except gevent.queue.Full:
-                pass
+        def overflowed() -> None:  # the bus greenlet, once: the last word, then the end
+            buffer.put(sse.event({"dropped_events": buffer.dropped + buffer.lost,
+                                  "dropped_bytes": buffer.dropped_bytes + buffer.lost_bytes,
+                                  "reason": "the reader fell behind serve.stream_buffer_bytes"}, name="missed"))
+            buffer.put(_HUNG_UP)
+            closer.append(shut_down_later(environ))
+        buffer = StreamBuffer(self.rt.config.serve.stream_buffer_bytes, self.mcp.streams, "events", overflowed)
+        token = object()
+        watcher = watch_hangup(environ, lambda: buffer.put(_HUNG_UP))
+
+        def deliver(event) -> None:  # bus greenlet: never block it; encoded here, so counted as sent
+            buffer.offer(sse.event(event.to_json(), name=event.kind), "log" if event.kind == LOG_EVENT else None)
         self.rt.bus.subscribe(token, deliver)
         try:
             for past in self.rt.bus.history(50):
                 yield sse.event(past.to_json(), name=past.kind)
             while True:
-                try:
-                    event = queue.get(timeout=sse.KEEPALIVE_S)
-                except gevent.queue.Empty:
+                item = buffer.get(timeout=sse.KEEPALIVE_S)
+                if item is EMPTY:
                     yield sse.comment()
                     continue
-                if event is _HUNG_UP:
+                if item is _HUNG_UP:
                     return
-                yield sse.event(event.to_json(), name=event.kind)
+                yield item
         finally:
             if watcher is not None:
                 watcher.kill(block=False)
+            for greenlet in closer:
+                if greenlet is not None:
+                    greenlet.kill(block=False)
             self.rt.bus.unsubscribe(token)
+            buffer.close()  # the bus may still hold `deliver` for a moment: it holds nothing then
 
 
 def _json(value, status: str = "200 OK"):

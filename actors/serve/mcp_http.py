@@ -4,8 +4,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 from urllib.parse import parse_qs
 
-import gevent
-import gevent.queue
 
 from actors.protocol import inbound, jsonrpc, mcp
 from actors.serve import sse_framing as sse
@@ -18,6 +16,7 @@ from actors.serve.security import CLIENT_KEY
 from actors.serve.session_proxy import SessionProxy, tag_of
 from actors.serve.quotas import CLIENT_FULL
 from actors.serve.sessions import CLOSE, RETRY_AFTER_S, HttpSession, Refused, SessionTable
+from actors.serve.stream_buffer import EMPTY, StreamBuffer, StreamStats, shut_down_later
 
 JSON_MEDIA_TYPE = "application/json"  # the only body POST /mcp and /messages take
 MAX_BODY = 16 * 1024 * 1024
@@ -40,8 +39,9 @@ class McpHttp:
     def __init__(self, runtime):
         self.rt = runtime
         serve = runtime.config.serve
-        self.sessions = SessionTable(runtime, serve.session_idle, serve.max_sessions)
-        self.modern = ModernFront(runtime)
+        self.streams = StreamStats()  # notifications dropped, streams closed for slowness: /status, /metrics
+        self.sessions = SessionTable(runtime, serve.session_idle, serve.max_sessions, streams=self.streams)
+        self.modern = ModernFront(runtime, self.streams)
         self.relay = Relay(runtime)
         self.proxy = SessionProxy(runtime)  # legacy sessions owned by another instance of the cluster
         self.clients = ClientCounts(serve.clients)  # requests by client name, for /status and /metrics
@@ -113,9 +113,10 @@ class McpHttp:
         hs, replies = taken
         assert replies is not None  # open(legacy=False) and acquire both give a reply queue
         headers = [("Mcp-Session-Id", hs.id)]
-        wait = PostWait(environ, hs, replies, msg["id"])
+        sse_reply = "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response
+        wait = PostWait(environ, hs, replies, msg["id"], stream=sse_reply)
         self._send(hs, msg, wait.sink)  # a dead session answers through `replies` too
-        if "text/event-stream" in environ.get("HTTP_ACCEPT", "") and not self.rt.config.serve.json_response:
+        if sse_reply:
             # An SSE reply, as the reference servers give: progress, logs and server→client
             # requests of this call travel on it ahead of the answer. Nothing is sent before the
             # first message anyway; when that is the answer, the whole stream is that one event,
@@ -174,9 +175,8 @@ class McpHttp:
         self._send(hs, batch, PostSink(replies))  # every entry cancelled: the POST ends with no answer
         try:
             while True:  # notifications ahead of the answers cannot travel in a JSON reply
-                try:
-                    answer = replies.get(timeout=REPLY_TIMEOUT)
-                except gevent.queue.Empty:
+                answer = replies.get(timeout=REPLY_TIMEOUT)
+                if answer is EMPTY:
                     return _json("200 OK", jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
                 if answer is ENDED:
                     return "202 Accepted", [("Mcp-Session-Id", hs.id)], b""
@@ -184,6 +184,7 @@ class McpHttp:
                     return "200 OK", [("Content-Type", "application/json"), ("Mcp-Session-Id", hs.id)], \
                         jsonrpc.encode(refused + answer if isinstance(answer, list) else answer)
         finally:
+            replies.close()
             self.sessions.release(hs, replies)
 
     def get(self, environ) -> Response:
@@ -299,27 +300,40 @@ def _gone(rid) -> Response:
                                                 "unknown or expired session; initialize again"))
 
 
-def _answers(message: dict, rid) -> bool:
-    return "method" not in message and message.get("id") == rid
+def _answers(message, rid) -> bool:
+    return type(message) is dict and "method" not in message and message.get("id") == rid
 
 
-def _stream(environ, queue: gevent.queue.Queue, first: bytes, on_close) -> Iterator[bytes]:
-    """A session's server→client stream until it is closed (CLOSE) or its client hangs up."""
-    watcher = watch_hangup(environ, lambda: queue.put(CLOSE))
+def _stream(environ, stream: StreamBuffer, first: bytes, on_close) -> Iterator[bytes]:
+    """A session's server→client stream until it is closed (CLOSE), its client hangs up, or it
+    falls behind serve.stream_buffer_bytes with what cannot be dropped (then its socket is shut
+    down after a grace, which ends a write blocked on a client that reads nothing)."""
+    closer: list = []
+
+    def overflowed() -> None:  # a Session's greenlet: never block it
+        stream.put(CLOSE)
+        closer.append(shut_down_later(environ))
+    stream.on_overflow = overflowed
+    if stream.slow:  # it fell behind before its response began
+        overflowed()
+    watcher = watch_hangup(environ, lambda: stream.put(CLOSE))
     try:
         yield first
         while True:
-            try:
-                item = queue.get(timeout=sse.KEEPALIVE_S)
-            except gevent.queue.Empty:
+            item = stream.get(timeout=sse.KEEPALIVE_S)
+            if item is EMPTY:
                 yield sse.comment()
                 continue
             if item is CLOSE:
                 return
-            yield sse.event(item, name="message")
+            yield item
     finally:
         if watcher is not None:
             watcher.kill(block=False)
+        for greenlet in closer:
+            if greenlet is not None:
+                greenlet.kill(block=False)
+        stream.close()  # what is left goes now, whoever still holds the buffer
         on_close()
 
 

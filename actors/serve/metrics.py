@@ -18,9 +18,10 @@ STATES = tuple(state.value for state in ServerState)  # every state, so a waitin
 class TroupeCollector:
     """A custom collector: reads the runtime at scrape time, so nothing is double-booked."""
 
-    def __init__(self, runtime, clients=None):
+    def __init__(self, runtime, clients=None, streams=None):
         self.rt = runtime
         self.clients = clients  # () -> the front's figures by client name (http.App.client_report)
+        self.streams = streams  # () -> the front's stream drop figures by front (StreamStats.report)
 
     def describe(self):
         # An empty describe keeps registration from calling collect() (that would ask the supervisor).
@@ -35,6 +36,8 @@ class TroupeCollector:
         yield from cache_metrics.families(report.get("cache"))
         if self.clients is not None:
             yield from _clients(self.clients())
+        if self.streams is not None:
+            yield from _streams(self.streams())
 
 
 def _troupe(report: dict):
@@ -138,10 +141,26 @@ def _clients(report: dict):
     yield from (requests, calls, sessions, evicted)
 
 
-def registry_for(runtime, clients=None) -> CollectorRegistry:
+def _streams(report: dict):
+    """What slow readers cost (serve.stream_buffer_bytes), by front: events, session, legacy, post, modern."""
+    dropped = CounterMetricFamily("troupe_stream_dropped", "Progress and log notifications dropped for a "
+                                  "reader that fell behind.", labels=["front", "kind"])
+    dropped_bytes = CounterMetricFamily("troupe_stream_dropped_bytes", "Bytes of the notifications dropped.",
+                                        labels=["front"])
+    closed = CounterMetricFamily("troupe_stream_closed", "Streams closed because what cannot be dropped "
+                                 "did not fit.", labels=["front"])
+    for front, figures in report.items():
+        for kind, count in figures["dropped"].items():
+            dropped.add_metric([front, kind], count)
+        dropped_bytes.add_metric([front], figures["dropped_bytes"])
+        closed.add_metric([front], figures["closed_slow"])
+    yield from (dropped, dropped_bytes, closed)
+
+
+def registry_for(runtime, clients=None, streams=None) -> CollectorRegistry:
     """A private registry (never the global one): several runtimes may share a process."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(TroupeCollector(runtime, clients))
+    registry.register(TroupeCollector(runtime, clients, streams))
     # process_resident_memory_bytes, process_open_fds, CPU, start time: read from /proc/self.
     ProcessCollector(registry=registry)
     return registry
@@ -149,6 +168,6 @@ def registry_for(runtime, clients=None) -> CollectorRegistry:
 
 def install(app) -> None:
     """Register GET /metrics on an http.App (one registry per app, built once)."""
-    registry = registry_for(app.rt, app.client_report)
+    registry = registry_for(app.rt, app.client_report, app.mcp.streams.report)
     app.extra_routes[("GET", "/metrics")] = \
         lambda environ: ("200 OK", [("Content-Type", CONTENT_TYPE)], generate_latest(registry))

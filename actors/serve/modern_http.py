@@ -14,7 +14,6 @@ import time
 from typing import Any, Iterator
 
 import gevent
-import gevent.queue
 import pykka
 from loguru import logger
 
@@ -27,11 +26,12 @@ from actors.protocol.modern import HEADER_MISMATCH
 from actors.serve import modern_headers, sse_framing as sse
 from actors.serve.listener import SOCKET_KEY
 from actors.serve.security import CLIENT_KEY
+from actors.serve.modern_call import HUNG_UP, SUBSCRIPTION_META, ModernCall, outward, overflowed
+from actors.serve.stream_buffer import EMPTY, StreamStats
 from actors.serve.modern_headers import HeaderMismatch, header
 from actors.tells import tell
 
 LISTEN = "subscriptions/listen"
-SUBSCRIPTION_META = modern.META_PREFIX + "subscriptionId"
 REPLY_TIMEOUT = 900.0  # a safety net only, as on the session path; a listen has none (it lasts)
 # An SSE answer is committed only when the Session sends something ahead of the answer, or after
 # this long: an answer that comes first goes out as JSON, so its HTTP status can say 404 or 400.
@@ -45,7 +45,6 @@ STATUS = {jsonrpc.PARSE_ERROR: "400 Bad Request", jsonrpc.INVALID_REQUEST: "400 
 # answers come sooner, and a client that left within it costs at most this much of the call.
 QUICK_S = 0.05
 SESSION_CHECK_S = 5.0  # how often a waiting request checks that its Session still lives
-_HUNG_UP = object()  # reply queue sentinel: the client closed the response
 _ABSENT = object()
 _CLOSING = object()  # reply queue sentinel: troupe is stopping
 
@@ -83,23 +82,8 @@ def _ignore(message) -> None:
     pass
 
 
-class _Call:
-    """One modern request in flight: the client's id, troupe's id for it, the queue its Session
-    answers into, and the Session generation it went to."""
-
-    __slots__ = ("client_id", "our_id", "replies", "listen", "session", "answered", "client")
-
-    def __init__(self, client_id, our_id: str, listen: bool, session, client=None):
-        self.client_id, self.our_id, self.listen, self.client = client_id, our_id, listen, client
-        # SimpleQueue: unbounded like Queue, without the task accounting nobody here uses; it costs
-        # half as much to make, once per request.
-        self.replies: gevent.queue.SimpleQueue = gevent.queue.SimpleQueue()
-        self.session: Any = session
-        self.answered = False
-
-
 class _HangupWatch:
-    """Puts _HUNG_UP on a call's queue once its client's socket turns readable: the client sends
+    """Puts HUNG_UP on a call's queue once its client's socket turns readable: the client sends
     nothing more while its request is answered, so readable means it hung up (or pipelined a request
     that cannot be served before this answer either). A bare event-loop watcher, not the greenlet of
     listener.watch_hangup: spawning and killing that costs about 50 µs, paid by every modern call
@@ -111,7 +95,7 @@ class _HangupWatch:
         self._io = io
 
     @classmethod
-    def start(cls, environ, call: _Call) -> _HangupWatch | None:
+    def start(cls, environ, call: ModernCall) -> _HangupWatch | None:
         """None when a host's own server serves us (no socket in the environ): then a hang-up shows
         only when a keep-alive write fails."""
         sock = environ.get(SOCKET_KEY)
@@ -120,12 +104,12 @@ class _HangupWatch:
         try:
             io = gevent.get_hub().loop.io(sock.fileno(), 1)  # 1: readable
         except (OSError, ValueError):  # the socket is closed already: its client is gone
-            call.replies.put(_HUNG_UP)
+            call.replies.put(HUNG_UP)
             return None
 
         def readable() -> None:  # in the hub: must not block, and fires once
             io.stop()
-            call.replies.put(_HUNG_UP)  # an unbounded queue: never blocks
+            call.replies.put(HUNG_UP)  # an unbounded queue: never blocks
         io.start(readable)
         return cls(io)
 
@@ -141,13 +125,14 @@ class ModernFront:
     them only through these methods, under one lock. Tells the Session ClientMessage (each request, and a
     `notifications/cancelled` when its client closes the response) and ClientGone at shutdown."""
 
-    def __init__(self, runtime):
+    def __init__(self, runtime, streams: StreamStats | None = None):
         self.rt = runtime
+        self.streams = streams  # the front's drop counters (/status, /metrics)
         self._lock = threading.Lock()  # a gevent lock once patched
         self._sessions: dict[Any, Any] = {}  # client name (None: no client named) → its Session
         self._generations = itertools.count(1)
         self._ids = itertools.count(1)
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, ModernCall] = {}
         self._closed = False
 
     # ---------------------------------------------------------------- a request
@@ -182,7 +167,7 @@ class ModernFront:
                 modern_headers.check(environ, msg, self._tool_schema(msg, environ.get(CLIENT_KEY)))
             except HeaderMismatch as exc:
                 return _json("400 Bad Request", jsonrpc.error(rid, HEADER_MISMATCH, str(exc)))
-        call = self._open(rid, method == LISTEN, environ.get(CLIENT_KEY))
+        call = self._open(rid, method == LISTEN, environ.get(CLIENT_KEY), wants_sse, environ)
         if call is None:
             return _json("503 Service Unavailable", jsonrpc.error(rid, jsonrpc.SERVER_UNAVAILABLE,
                                                                   "troupe is shutting down"))
@@ -201,11 +186,11 @@ class ModernFront:
             json_ok = not wants_sse or "application/json" in accept or "*/*" in accept
             if first is None and not wants_sse:  # unanswered: `finally` cancels it upstream
                 return _json("200 OK", jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, "troupe: no answer in time"))
-            if first is _HUNG_UP:
+            if first is HUNG_UP:
                 return "200 OK", [], b""  # nobody reads it; `finally` cancels the call
             if isinstance(first, dict) and "method" not in first and json_ok:
                 call.answered = True
-                answer = self._outward(call, first)
+                answer = outward(call, first)
                 error = answer.get("error")
                 code = error.get("code") if isinstance(error, dict) else None
                 return _json(STATUS.get(code, "200 OK") if isinstance(code, int) else "200 OK", answer)
@@ -220,14 +205,14 @@ class ModernFront:
             if not committed:
                 self._finish(call, watcher)
 
-    def _stream(self, call: _Call, first, watcher) -> Iterator[bytes]:
+    def _stream(self, call: ModernCall, first, watcher) -> Iterator[bytes]:
         """The SSE answer: what the Session sends ahead of the answer, keep-alive comments while
         it works, then the answer. A client hang-up (or a failed write) cancels the call."""
         deadline = None if call.listen else time.monotonic() + REPLY_TIMEOUT
         item = first
         try:
             while True:
-                if item is _HUNG_UP:
+                if item is HUNG_UP:
                     return
                 if item is _CLOSING:
                     call.answered = True
@@ -239,8 +224,10 @@ class ModernFront:
                                                       "troupe: no answer in time"), name="message")
                         return
                     yield sse.comment()
+                elif type(item) is bytes:  # encoded by call.deliver, ahead of the answer
+                    yield item
                 else:
-                    yield sse.event(self._outward(call, item), name="message")
+                    yield sse.event(outward(call, item), name="message")
                     if "method" not in item:
                         call.answered = True
                         return
@@ -248,15 +235,14 @@ class ModernFront:
         finally:
             self._finish(call, watcher)
 
-    def _next(self, call: _Call, timeout: float, drop_notifications: bool = False):
+    def _next(self, call: ModernCall, timeout: float, drop_notifications: bool = False):
         """The next thing for this call: a message, a sentinel, or None when `timeout` passed.
         Waits in slices: a Session that died with the call in it answers it with an error."""
         ends = time.monotonic() + timeout
         while True:
             left = ends - time.monotonic()
-            try:
-                item = call.replies.get(timeout=max(0.0, min(left, SESSION_CHECK_S)))
-            except gevent.queue.Empty:
+            item = call.replies.get(timeout=max(0.0, min(left, SESSION_CHECK_S)))
+            if item is EMPTY:
                 if left <= SESSION_CHECK_S:
                     return None
                 if call.session is not None and not call.session.is_alive():
@@ -266,25 +252,7 @@ class ModernFront:
             if not (drop_notifications and isinstance(item, dict) and "method" in item):
                 return item
 
-    def _outward(self, call: _Call, message: dict) -> dict:
-        """The message as its client must see it: troupe's id for the request renamed back (and, on
-        a listen, the subscription id its messages carry: only a listen's can bear troupe's id)."""
-        if "method" not in message:
-            message = {**message, "id": call.client_id}
-            if call.listen and isinstance(message.get("result"), dict):
-                message["result"] = self._rename_subscription(call, message["result"])
-        elif call.listen and isinstance(message.get("params"), dict):
-            message = {**message, "params": self._rename_subscription(call, message["params"])}
-        return message
-
-    @staticmethod
-    def _rename_subscription(call: _Call, body: dict) -> dict:
-        meta = body.get("_meta")
-        if isinstance(meta, dict) and meta.get(SUBSCRIPTION_META) == call.our_id:
-            return {**body, "_meta": {**meta, SUBSCRIPTION_META: call.client_id}}
-        return body
-
-    def _closing_answer(self, call: _Call) -> dict:
+    def _closing_answer(self, call: ModernCall) -> dict:
         """What an open request gets when troupe stops: a listen ends gracefully (its result),
         anything else with an error."""
         if call.listen:
@@ -305,15 +273,18 @@ class ModernFront:
 
     # ---------------------------------------------------------------- the table and the Session
 
-    def _open(self, client_id, listen: bool, client=None) -> _Call | None:
+    def _open(self, client_id, listen: bool, client=None, stream: bool = False, environ=None) -> ModernCall | None:
         """A new call in the table, bound to its client's live Session (started if there is none):
         one lock taken per request for both, not one each."""
         with self._lock:
             if self._closed:
                 return None
-            call = _Call(client_id, f"h{next(self._ids)}", listen, self._live_session(client), client)
+            call = ModernCall(client_id, f"h{next(self._ids)}", listen, self._live_session(client), client, stream,
+                         self.rt.config.serve.stream_buffer_bytes, self.streams)
             self._calls[call.our_id] = call
-            return call
+        if stream:
+            call.replies.on_overflow = lambda: overflowed(call, environ)
+        return call
 
     def _live_session(self, client):
         """`client`'s modern Session, started if there is none (the caller holds the lock)."""
@@ -330,27 +301,30 @@ class ModernFront:
             born.append(ref)
         return ref
 
-    def _forget(self, call: _Call) -> None:
+    def _forget(self, call: ModernCall) -> None:
         with self._lock:
             self._calls.pop(call.our_id, None)
 
-    def _finish(self, call: _Call, watcher) -> None:
+    def _finish(self, call: ModernCall, watcher) -> None:
         """The response is over: an unanswered call is cancelled (closing the response is the cancel)."""
         if watcher is not None:
             watcher.stop()
+        if call.closer is not None:
+            call.closer.kill(block=False)
+        call.replies.close()  # what still waits goes now
         self._forget(call)
         if not call.answered and call.session is not None:
             cancel = jsonrpc.notification("notifications/cancelled", {
                 "requestId": call.our_id, "reason": "the client closed the response"})
             tell(call.session, ClientMessage(cancel, _ignore))  # False: its Session is gone, its calls with it
 
-    def _send(self, call: _Call, message: dict, who: str = "http") -> bool:
+    def _send(self, call: ModernCall, message: dict, who: str = "http") -> bool:
         """Hand the request to the Session _open bound it to; a dead one is replaced once (its open
         calls answered with an error, since no answer will come from it; this one is sent again)."""
         for attempt in range(2):
             ref = call.session
             try:
-                ref.tell(ClientMessage(message, call.replies.put, who))
+                ref.tell(ClientMessage(message, call.deliver, who))
                 return True
             except pykka.ActorDeadError:
                 call.session = None  # not among the orphans: it never reached that Session

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-import gevent.queue
 import pykka
 from loguru import logger
 
@@ -19,6 +18,8 @@ from actors.protocol import jsonrpc
 from actors.downstream.session import Session
 from actors.serve import quotas
 from actors.serve.client_counts import ANONYMOUS
+from actors.serve import sse_framing as sse
+from actors.serve.stream_buffer import StreamBuffer, StreamStats, droppable
 from actors.tells import tell
 
 RETRY_AFTER_S = 5  # what a 503 at the session cap asks the client to wait before trying again
@@ -46,14 +47,16 @@ class HttpSession:
     Only its SessionTable changes `waiting`, `stream`, `last_seen` and `closed`, under the table's lock.
     """
 
-    def __init__(self, runtime, legacy: bool, tag: str | None = None, client=None, on_failed=None):
+    def __init__(self, runtime, legacy: bool, tag: str | None = None, client=None, on_failed=None,
+                 streams: StreamStats | None = None):
         # In a cluster the id names its owner (`<tag>.<random>`) so any instance, or a load
         # balancer, can find it; token_urlsafe has no dot, so the first dot ends the tag.
         self.id = f"{tag}.{secrets.token_urlsafe(24)}" if tag else secrets.token_urlsafe(24)
-        self.legacy = legacy
-        self.stream: gevent.queue.Queue | None = gevent.queue.Queue() if legacy else None
+        self.rt, self.legacy = runtime, legacy
+        self.streams = streams  # the front's drop counters, for each stream this session opens
+        self.stream: StreamBuffer | None = self.new_stream() if legacy else None
         self.last_seen = time.monotonic()  # when it last started or finished something
-        self.waiting: dict[gevent.queue.Queue, object] = {}  # open POSTs: their reply queue → request id
+        self.waiting: dict[StreamBuffer, object] = {}  # open POSTs: their reply queue → request id
         self.closed = False
         self.client = client.name if client is not None else None  # its requests must come from it
         # A Session that fails answers the calls it holds; `on_failed(self, why)` then ends this
@@ -73,16 +76,24 @@ class HttpSession:
         except pykka.ActorDeadError:
             return False
 
-    def notify(self, message: dict) -> None:
-        """Unsolicited messages (list_changed…) go on the open stream, if any; never broadcast."""
+    def new_stream(self) -> StreamBuffer:
+        """A server→client stream's buffer: serve.stream_buffer_bytes of encoded events at most."""
+        return StreamBuffer(self.rt.config.serve.stream_buffer_bytes, self.streams,
+                            "legacy" if self.legacy else "session")
+
+    def notify(self, message) -> None:
+        """Unsolicited messages (list_changed…, a legacy session's answers) go on the open stream,
+        if any, encoded here (the Session's greenlet); never broadcast. One that does not fit
+        closes the stream (its buffer's on_overflow): a legacy session ends with it."""
         stream = self.stream
         if stream is not None:
-            stream.put(message)
+            stream.offer(sse.event(message, name="message"), droppable(message))
 
     def _close(self, reason: str) -> None:
         self.closed = True
         tell(self.ref, ClientGone(reason))  # False: the Session stopped already; its calls are answered below
         if self.stream is not None:
+            self.stream.close()  # what waits is released now, even if its reader never began
             self.stream.put(CLOSE)
         # The session's upstream calls are cancelled, so no answer will come for them:
         # every open POST gets one now instead of waiting out its reply timeout.
@@ -102,9 +113,11 @@ class SessionTable:
     Room for a new session is made by quotas.make_room: never from another client's share.
     """
 
-    def __init__(self, runtime, idle_s: float, max_sessions: int, quota: quotas.Quotas | None = None):
+    def __init__(self, runtime, idle_s: float, max_sessions: int, quota: quotas.Quotas | None = None,
+                 streams: StreamStats | None = None):
         self.rt, self.idle_s, self.max_sessions = runtime, idle_s, max_sessions
         self.quotas = quota or quotas.Quotas(lambda: runtime.config)
+        self.streams = streams
         self._lock = threading.Lock()  # a gevent lock once patched; troupe refuses to run unpatched
         self._sessions: OrderedDict[str, HttpSession] = OrderedDict()
         self._by_client: dict[str | None, OrderedDict[str, HttpSession]] = {}  # the same sessions, by client
@@ -116,7 +129,7 @@ class SessionTable:
     # ---------------------------------------------------------------- opening
 
     def open(self, legacy: bool, rid=None, tag: str | None = None,
-             client=None) -> tuple[HttpSession, gevent.queue.Queue | None] | Refused:
+             client=None) -> tuple[HttpSession, StreamBuffer | None] | Refused:
         """A new session, already busy: with the reply queue of its `initialize` (rid), or with its
         legacy SSE stream. At the client's quota its own least recently used idle session is closed
         to make room; at serve.max_sessions that of the client over its fair share (quotas.py).
@@ -143,7 +156,7 @@ class SessionTable:
                              room.evict_from or ANONYMOUS, why)
                 self._drop(room.evict, f"closed to make room for a new session ({why})")
             # Started under the lock (a short yield) so that two initializes cannot both pass the cap.
-            hs = HttpSession(self.rt, legacy, tag, client, on_failed=self._failed)
+            hs = HttpSession(self.rt, legacy, tag, client, on_failed=self._failed, streams=self.streams)
             self._sessions[hs.id] = hs
             self._by_client.setdefault(key, OrderedDict())[hs.id] = hs
             replies = None if legacy else self._expect(hs, rid)
@@ -152,14 +165,14 @@ class SessionTable:
     # ---------------------------------------------------------------- requests
 
     def acquire(self, sid: str, rid, legacy: bool = False,
-                client=None) -> tuple[HttpSession, gevent.queue.Queue] | None:
+                client=None) -> tuple[HttpSession, StreamBuffer] | None:
         """The live session `sid`, now busy with request `rid` until `release`; None if unknown,
         expired, or another client's."""
         with self._lock:
             hs = self._live(sid, legacy, client)
             return None if hs is None else (hs, self._expect(hs, rid))
 
-    def release(self, hs: HttpSession, replies: gevent.queue.Queue) -> None:
+    def release(self, hs: HttpSession, replies: StreamBuffer) -> None:
         """The request is answered (or its client gone): the session's idle clock starts again."""
         with self._lock:
             hs.waiting.pop(replies, None)
@@ -170,18 +183,19 @@ class SessionTable:
         with self._lock:
             return self._live(sid, legacy, client)
 
-    def open_stream(self, sid: str, client=None) -> tuple[HttpSession, gevent.queue.Queue] | None:
+    def open_stream(self, sid: str, client=None) -> tuple[HttpSession, StreamBuffer] | None:
         """A GET stream for Streamable session `sid`; the newest stream wins (the previous one ends)."""
         with self._lock:
             hs = self._live(sid, False, client)
             if hs is None:
                 return None
             if hs.stream is not None:
+                hs.stream.close()
                 hs.stream.put(CLOSE)
-            stream = hs.stream = gevent.queue.Queue()
+            stream = hs.stream = hs.new_stream()
             return hs, stream
 
-    def stream_ended(self, hs: HttpSession, stream: gevent.queue.Queue) -> None:
+    def stream_ended(self, hs: HttpSession, stream: StreamBuffer) -> None:
         """A stream ended: a legacy session ends with it, a Streamable one turns idle."""
         with self._lock:
             if hs.legacy:
@@ -263,8 +277,9 @@ class SessionTable:
         self._touch(hs)
         return hs
 
-    def _expect(self, hs: HttpSession, rid) -> gevent.queue.Queue:
-        replies: gevent.queue.Queue = gevent.queue.Queue()
+    def _expect(self, hs: HttpSession, rid) -> StreamBuffer:
+        # One POST's messages ahead of its answer (SSE replies only), serve.stream_buffer_bytes at most.
+        replies = StreamBuffer(self.rt.config.serve.stream_buffer_bytes, self.streams, "post")
         hs.waiting[replies] = rid
         self._touch(hs)
         return replies

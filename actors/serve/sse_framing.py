@@ -8,8 +8,8 @@ KEEPALIVE_S = 15.0  # a comment line this often keeps proxies and idle timeouts 
 HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"))
 
 
-def event(data: dict | bytes | str, name: str | None = None, event_id: str | None = None) -> bytes:
-    if isinstance(data, dict):
+def event(data: dict | list | bytes | str, name: str | None = None, event_id: str | None = None) -> bytes:
+    if isinstance(data, (dict, list)):  # a list: a batch's answers
         data = orjson.dumps(data)
     elif isinstance(data, str):
         data = data.encode()

@@ -11,6 +11,7 @@ from actors.messages import ClientGone, ClientMessage
 from actors.protocol import inbound, jsonrpc, modern
 from actors.downstream.session import Session
 from actors.tells import tell
+from actors.serve.stream_buffer import StreamStats, WriterGate, droppable
 from actors.transports.pipe_writer import PipeWriter
 
 MAX_LINE = 16 * 1024 * 1024
@@ -24,9 +25,19 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     out_fd = os.dup(stdout_fd)
     # The answers of one turn of the hub go out in one write, without a writer greenlet's wake-up.
     out = PipeWriter(out_fd, lambda exc: logger.warning("stdout closed: {}", exc))
+    reader = gevent.getcurrent()
+    stats = StreamStats()
+
+    def too_slow() -> None:  # a Session's greenlet: the reader greenlet is ended from one of its own
+        logger.error("stdio: the client stopped reading its answers ({} bytes unsent, "
+                     "serve.stream_buffer_bytes {}); ending it", out.queued, gate.limit)
+        gevent.spawn(gevent.kill, reader)
+    gate = WriterGate(runtime.config.serve.stream_buffer_bytes, too_slow, stats)
 
     def sink(message: dict) -> None:  # any greenlet; never blocks
-        out.write(jsonrpc.encode(message) + b"\n")
+        data = jsonrpc.encode(message) + b"\n"
+        if gate.admit(out.queued, len(data), droppable(message)):
+            out.write(data)
 
     inp = FileObjectPosix(os.dup(stdin_fd), "rb")
     # A stdio client sends initialize (or, modern, a request with its capabilities in _meta) as
@@ -59,7 +70,13 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             if to is not None:
                 client.send(checked.message, to)
     finally:
-        logger.info("stdin closed: client gone")
+        if not gate.overflowed:
+            logger.info("stdin closed: client gone")
+        dropped = stats.report().get("stdio")
+        if dropped:
+            logger.warning("stdio: {} progress and {} log notifications ({} bytes) were dropped for a client "
+                           "that fell behind", dropped["dropped"]["progress"], dropped["dropped"]["log"],
+                           dropped["dropped_bytes"])
         client.close()
         out.flush(timeout=STDOUT_FLUSH_WAIT)
         out.close()

@@ -31,6 +31,7 @@ DEFAULT_MAX_BATCH = 100  # requests in one JSON-RPC batch; a bigger batch is ref
 # past these troupe's snapshot, search index and answers would grow with whatever a server lists.
 DEFAULT_MAX_TOOLS = 10_000
 DEFAULT_MAX_TOOL_BYTES = 64 * 1024  # one tool's definition, as JSON
+DEFAULT_STREAM_BUFFER_BYTES = 4 * 1024 * 1024  # unsent bytes held for one reader (actors/serve/stream_buffer.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +152,7 @@ class ServeConfig:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_batch: int = DEFAULT_MAX_BATCH  # requests in one JSON-RPC batch, on every front
+    stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES  # per reader; then notifications drop
     clients: tuple = ()  # ClientEntry each; when set, every MCP request must carry one's token
     profile: str | None = None  # the stdio client's profile (--profile); None: the whole catalogue
 

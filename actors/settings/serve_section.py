@@ -14,6 +14,7 @@ from actors.settings.model import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
+    DEFAULT_STREAM_BUFFER_BYTES,
     MODES,
     SERVE_TRANSPORTS,
     ServeConfig,
@@ -37,7 +38,8 @@ def parse(data: Any, check: _Checker, expand: Callable[[str, Mapping[str, str]],
     check.unknown_keys(data, {"transport", "mode", "separator", "host", "port", "auth_token",
                               "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
                               "client_admin", "session_idle", "max_sessions", "header_timeout",
-                              "max_connections", "max_batch", "state_key", "clients", "profile"}, "serve")
+                              "max_connections", "max_batch", "stream_buffer_bytes", "state_key", "clients",
+                              "profile"}, "serve")
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
@@ -75,13 +77,15 @@ def parse(data: Any, check: _Checker, expand: Callable[[str, Mapping[str, str]],
 
 
 def _front_limits(data: dict, check: _Checker) -> dict:
-    """serve.session_idle, max_sessions, header_timeout, max_connections, max_batch: each a positive number."""
+    """serve.session_idle, max_sessions, header_timeout, max_connections, max_batch,
+    stream_buffer_bytes: each a positive number."""
     limits = {}
     for key, kind, default, unit in (("session_idle", float, DEFAULT_SESSION_IDLE_S, "seconds"),
                                      ("max_sessions", int, DEFAULT_MAX_SESSIONS, "sessions"),
                                      ("header_timeout", float, DEFAULT_HEADER_TIMEOUT_S, "seconds"),
                                      ("max_connections", int, DEFAULT_MAX_CONNECTIONS, "connections"),
-                                     ("max_batch", int, DEFAULT_MAX_BATCH, "requests in one batch")):
+                                     ("max_batch", int, DEFAULT_MAX_BATCH, "requests in one batch"),
+                                     ("stream_buffer_bytes", int, DEFAULT_STREAM_BUFFER_BYTES, "bytes")):
         value = check.typed(data, key, "serve", kind, default)
         if not value > 0:  # NaN too
             check.fail(f"serve.{key}", f"must be > 0 {unit}, got {value!r}")

@@ -82,3 +82,15 @@ def test_http_front_limits_have_defaults_and_must_be_positive(tmp_path):
     assert f"{path}:3: serve.max_sessions: must be > 0 sessions, got -3" in text
     assert f"{path}:4: serve.header_timeout: must be a number, got str 'soon'" in text
     assert f"{path}:5: serve.max_connections: must be an integer, got float 2.5" in text
+
+
+def test_stream_buffer_bytes_defaults_to_4_mib_and_must_be_a_positive_integer(tmp_path):
+    assert config.from_data({"servers": []}).serve.stream_buffer_bytes == 4 * 1024 * 1024
+    assert config.from_data({"serve": {"stream_buffer_bytes": 65536}}).serve.stream_buffer_bytes == 65536
+    path = tmp_path / "buffer.yaml"
+    for bad, said in (("0", "must be > 0 bytes, got 0"), ("1.5", "must be an integer, got float 1.5"),
+                      ("lots", "must be an integer, got str 'lots'")):
+        path.write_text(f"serve:\n  stream_buffer_bytes: {bad}\n")
+        with pytest.raises(config.ConfigError) as err:
+            config.load(path)
+        assert f"{path}:2: serve.stream_buffer_bytes: {said}" in "\n".join(err.value.problems)
