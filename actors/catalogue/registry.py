@@ -88,6 +88,7 @@ class Registry(pykka.ThreadingActor):
         self._flush_timer: gevent.Greenlet | None = None
         self._held: dict[str, PublishServer] = {}  # server → its latest listing, waiting for its hold
         self._holds: dict[str, gevent.Greenlet] = {}  # server → the timer that ends its hold
+        self._waiting: dict[str, list] = {}  # server → on_published of held listings a later one replaced
         self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
 
     def on_receive(self, message):
@@ -124,6 +125,9 @@ class Registry(pykka.ThreadingActor):
         if msg.server not in self._holds and wait <= 0:
             self._take(msg)
             return
+        replaced = self._held.get(msg.server)
+        if replaced is not None and replaced.on_published is not None:
+            self._waiting.setdefault(msg.server, []).append(replaced.on_published)  # told when the latest is
         self._held[msg.server] = msg
         if msg.server not in self._holds:
             self._holds[msg.server] = gevent.spawn_later(wait, self._tell_release, msg.server)
@@ -137,9 +141,14 @@ class Registry(pykka.ThreadingActor):
         now = time.monotonic()
         low, high = REPUBLISH_AFTER
         self._next_at[msg.server] = now + min(high, max(low, (now - started) / REBUILD_SHARE))
+        # Published now (_mark publishes at once): whoever waits for these lists to be served is told.
+        for published in [*self._waiting.pop(msg.server, ()), msg.on_published]:
+            if published is not None:
+                published()
 
     def _unhold(self, server: str) -> None:
         self._held.pop(server, None)
+        self._waiting.pop(server, None)  # a dropped server's Connection is stopping: nobody waits
         timer = self._holds.pop(server, None)
         if timer is not None:
             timer.kill(block=False)

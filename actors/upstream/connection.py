@@ -33,7 +33,7 @@ from actors.upstream.backpressure import Backpressure
 from actors.upstream.liveness import Liveness
 from actors.upstream.modern import ListenDue, RelistDue
 from actors.upstream.opening import EraOpening
-from actors.upstream.publishing import ListPublishing
+from actors.upstream.publishing import ListPublishing, ListsPublished
 from actors.upstream.requests import RequestTable, usable_id
 from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
@@ -91,6 +91,8 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
             on_list_changed=self._list_changed)
         self._ready = False
         self._failed = False
+        self._announcing = False  # the first listing is with the Registry, not yet published
+        self._ready_counts: tuple[int, int, int] = (0, 0, 0)
         self._used = False  # a client's request reached this server: it may now act on what it was told
         self.liveness = Liveness(config.name, generation, hung_after, report=functools.partial(tell, supervisor),
                                  fail=self._fail, ping=self._liveness_probe, log=self.log)
@@ -190,6 +192,9 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
             case ListenDue(epoch=epoch):
                 if self._ready and self.era == MODERN and (epoch < 0 or self.modern.listen_due(epoch)):
                     self.modern.listen(self.capabilities, self.subscriptions.uris())
+            case ListsPublished(generation=generation):
+                if generation == self.generation:
+                    self.announce_ready()
             case RelistDue(kinds=kinds):
                 self._relist_due(kinds)
             case _:

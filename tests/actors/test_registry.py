@@ -202,3 +202,31 @@ def test_a_tool_added_after_a_call_or_after_the_first_start_is_withheld_as_new(k
     registry.tell(PublishServer("w", "w", (TOOL, OTHER), identity="stdio:w", untouched=late != "after a call"))
     wait_until(lambda: box.current.withheld_tool("w__forecast") is not None, 5, message="new tool withheld")
     assert box.current.tool("w__forecast") is None and _pinned_names(trust) == {"weather"}
+
+
+def test_a_server_is_ready_only_once_its_tools_are_in_the_catalogue(monkeypatch, tmp_path):
+    """Start-up settles on readiness: a client that waited for it must find the server's tools,
+    even when the Registry is slow to build (a big server's sliced build beside it)."""
+    from actors.runtime import Runtime
+    from actors.settings import config
+    from tests.support import PYTHON, ROOT
+    slow_builds = []
+    take = Registry._take
+
+    def slow_take(self, msg):
+        slow_builds.append(msg.server)
+        gevent.sleep(0.5)  # fault injection: the build of another, bigger listing
+        take(self, msg)
+    monkeypatch.setattr(Registry, "_take", slow_take)
+    cfg = config.from_data({"servers": [{"name": "echo", "transport": {"type": "stdio", "stdio": {
+        "command": PYTHON, "args": ["-m", "tests.servers.echo"], "work_dir": str(ROOT)}}}],
+        "discovery": {"enabled": False}, "trust": {"approvals_file": str(tmp_path / "approvals.json")}})
+    rt = Runtime(cfg).start()
+    try:
+        assert rt.settled.wait(20)
+        assert slow_builds == ["echo"]
+        assert any(entry.server == "echo" for entry in rt.catalogue().tools)
+        assert rt.servers.current.get("echo").state == "ready"
+    finally:
+        rt.stop()
+        pykka.ActorRegistry.stop_all()
