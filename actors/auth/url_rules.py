@@ -16,8 +16,9 @@ message is shown to clients as `auth_error`, and the URL came from someone else'
 """
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from actors.loopback import is_loopback as host_is_loopback
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 Origin = tuple[str, str, int]
@@ -59,12 +60,7 @@ def is_loopback(url: str) -> bool:
         host = origin(url)[1]
     except Refused:
         return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host_is_loopback(host)
 
 
 def canonical(url: str) -> str:

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from typing import Callable
 from urllib.parse import parse_qs
+
+from actors.loopback import is_loopback
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_BINDS = ("", "0.0.0.0", "::", "[::]")  # every interface: not a name a client can use
@@ -22,16 +23,6 @@ def bracketed(host: str) -> str:
     host = host.strip().lower()
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost: only this machine can connect."""
-    name = host.strip().lower().strip("[]")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def exposure_refusal(serve_config) -> str | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from actors.settings.config import ConfigError, ServeConfig, from_data
-from actors.serve.security import Guard, exposure_refusal, is_loopback
+from actors.loopback import is_loopback
+from actors.serve.security import Guard, exposure_refusal
 
 PORT = 8765
 
