@@ -120,7 +120,13 @@ class Registry(pykka.ThreadingActor):
                 logger.warning("registry: unknown message {!r}", message)
 
     def _listing(self, msg: PublishServer) -> None:
-        """A server's new lists: taken now, or held (the latest only) until its hold ends."""
+        """A server's new lists: taken now, or held (the latest only) until its hold ends. A first
+        listing (its Connection waits for it to be published to report the server ready) is
+        never held: it replaces whatever an earlier generation left held."""
+        if msg.on_published is not None:
+            self._unhold(msg.server)
+            self._take(msg)
+            return
         wait = self._next_at.get(msg.server, 0.0) - time.monotonic()
         if msg.server not in self._holds and wait <= 0:
             self._take(msg)

@@ -230,3 +230,17 @@ def test_a_server_is_ready_only_once_its_tools_are_in_the_catalogue(monkeypatch,
     finally:
         rt.stop()
         pykka.ActorRegistry.stop_all()
+
+
+def test_a_first_listing_is_never_held_and_replaces_what_an_earlier_generation_left(parts):
+    registry, box, _ = parts
+    registry.tell(PublishServer("w", "w", (TOOL,), identity="stdio:w", pin=False))
+    wait_until(lambda: box.current.tool("w__weather") is not None, 5, message="listed")
+    # within the hold that listing started: this one is held ...
+    registry.tell(PublishServer("w", "w", (TOOL, OTHER), identity="stdio:w", pin=False))
+    published = gevent.event.Event()
+    # ... and the restarted server's first listing is taken at once, the held one dropped
+    registry.tell(PublishServer("w", "w", (CHANGED,), identity="stdio:w", pin=False, on_published=published.set))
+    assert published.wait(1.0), "a first listing waited for a hold"
+    assert box.current.tool("w__weather").definition["description"] == CHANGED["description"]
+    assert box.current.tool("w__forecast") is None  # the held listing was dropped, not taken after it
