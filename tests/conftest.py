@@ -6,6 +6,7 @@ and tests/e2e drive real processes from plain threads and the official asyncio
 SDK, which must not run patched. `python -m tests` runs the two groups apart.
 """
 import os
+import time
 
 if os.environ.get("TROUPE_TEST_GEVENT") == "1":
     from gevent import monkey
@@ -34,6 +35,30 @@ def _own_approvals_file(tmp_path_factory, monkeypatch):
     """Every test gets its own approvals file (troupe's config directory), so pins one test
     records never withhold another test's tools, and the real ~/.config is never written."""
     monkeypatch.setenv("TROUPE_CONFIG_DIR", str(tmp_path_factory.mktemp("troupe-config")))
+
+
+_REAL_CONFIG_DIR = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "troupe")
+_STARTED = time.time()
+
+
+def _written_since(directory: str, since: float) -> list[str]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return [name for name in names if os.stat(os.path.join(directory, name)).st_mtime >= since]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A troupe a test started wrote the user's own config directory: it was launched without the
+    test's environment (see tests/support/troupe.stdio_params), and its pins leak into other tests."""
+    written = _written_since(_REAL_CONFIG_DIR, _STARTED)
+    if written:
+        writer = session.config.get_terminal_writer()
+        writer.line()
+        writer.line(
+            f"FAILED: tests wrote the user's troupe config directory {_REAL_CONFIG_DIR}: {sorted(written)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

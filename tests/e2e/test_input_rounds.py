@@ -13,11 +13,11 @@ import asyncio
 import json
 
 import pytest
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, types
 
 from tests.e2e.test_protocol import _elicitation, _sampling
-from tests.support import PYTHON, ROOT, peer_bin
-from tests.support.troupe import TroupeHttp, server, write_config
+from tests.support import peer_bin
+from tests.support.troupe import TroupeHttp, server, stdio_params, write_config
 
 MODERN = "2026-07-28"
 
@@ -64,8 +64,7 @@ def _check_shown(shown: list[str]) -> None:
 
 @pytest.mark.parametrize("mode", [MODERN, "legacy"])
 def test_both_servers_ask_a_client_over_stdio(tmp_path, mode):
-    params = StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(_config(tmp_path))],
-                                   cwd=str(ROOT), env={"TROUPE_CONFIG_DIR": str(tmp_path)})
+    params = stdio_params(_config(tmp_path), env={"TROUPE_CONFIG_DIR": str(tmp_path)})
     _check_shown(asyncio.run(asyncio.wait_for(_both_servers_ask(params, mode), 90)))
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
-from tests.support import PYTHON, ROOT, peer_bin
-from tests.support.troupe import Troupe, server, write_config
+from tests.support import peer_bin
+from tests.support.troupe import Troupe, server, stdio_params, write_config
 
 MODERN = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -22,8 +22,7 @@ def _config(tmp_path):
 @pytest.mark.slow  # starts troupe three times with the SDK
 @pytest.mark.parametrize("mode,expected", [("auto", MODERN), (MODERN, MODERN), ("legacy", "2025-11-25")])
 def test_the_sdk_client_in_each_mode_uses_tools_resources_and_prompts(tmp_path, mode, expected):
-    params = StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(_config(tmp_path))],
-                                   cwd=str(ROOT))
+    params = stdio_params(_config(tmp_path))
 
     async def scenario():
         async with Client(params, mode=mode) as client:
@@ -74,8 +73,7 @@ def test_the_sdk_client_in_auto_mode_negotiates_2026_07_28_and_uses_every_featur
                                      {"name": "everything", "transport": {"type": "stdio", "stdio": {
                                          "command": peer_bin("mcp-server-everything"), "args": ["stdio"]}}}],
                           mode="flat")
-    params = StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(config)],
-                                   cwd=str(ROOT))
+    params = stdio_params(config)
 
     async def scenario():
         async with Client(params) as client:
@@ -106,8 +104,7 @@ def test_the_sdk_client_in_auto_mode_negotiates_2026_07_28_and_uses_every_featur
 
 
 def test_the_sdk_client_in_legacy_mode_still_gets_a_session(tmp_path):
-    params = StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(_config(tmp_path))],
-                                   cwd=str(ROOT))
+    params = stdio_params(_config(tmp_path))
 
     async def scenario():
         async with Client(params, mode="legacy") as client:

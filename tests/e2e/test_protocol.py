@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, types
 
-from tests.support import PYTHON, ROOT, peer_bin
-from tests.support.troupe import TroupeHttp, server, write_config
+from tests.support import peer_bin
+from tests.support.troupe import TroupeHttp, server, stdio_params, write_config
 
 
 def _everything(**extra) -> dict:
@@ -16,9 +16,8 @@ def _everything(**extra) -> dict:
         "command": peer_bin("mcp-server-everything"), "args": ["stdio"]}}, **extra}
 
 
-def _stdio(config, *args) -> StdioServerParameters:
-    return StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(config), *args],
-                                 cwd=str(ROOT))
+def _stdio(config, *args):
+    return stdio_params(config, *args)
 
 
 def _run(coro):

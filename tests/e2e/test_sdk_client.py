@@ -5,11 +5,11 @@ import asyncio
 import json
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.support import PYTHON, ROOT, peer_bin
-from tests.support.troupe import server, write_config
+from tests.support import peer_bin
+from tests.support.troupe import server, stdio_params, write_config
 
 
 def _everything() -> dict:
@@ -17,9 +17,8 @@ def _everything() -> dict:
         "command": peer_bin("mcp-server-everything"), "args": ["stdio"]}}}
 
 
-def _troupe(config, *args) -> StdioServerParameters:
-    return StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(config), *args],
-                                 cwd=str(ROOT))
+def _troupe(config, *args):
+    return stdio_params(config, *args)
 
 
 def _run(coro):

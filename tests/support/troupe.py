@@ -25,6 +25,17 @@ def server(name: str, module: str, *args: str, **extra) -> dict:
     return entry
 
 
+def stdio_params(config: Path, *args: str, env: dict | None = None):
+    """The official SDK's parameters to launch troupe over stdio. The SDK passes a launched
+    server only HOME, PATH and the like, so the test's environment (its own TROUPE_CONFIG_DIR:
+    approvals and pins, see tests/conftest.py) is handed on explicitly: without it, every such
+    troupe shared the user's ~/.config/troupe, and pins one test recorded withheld another's tools."""
+    from mcp import StdioServerParameters  # the SDK is a test peer: only the tests that use it load it
+
+    return StdioServerParameters(command=PYTHON, args=["-m", "actors.main", "--config", str(config), *args],
+                                 cwd=str(ROOT), env={**os.environ, **(env or {})})
+
+
 def write_config(tmp_path: Path, servers: list[dict], **serve) -> Path:
     path = tmp_path / "troupe.yaml"
     path.write_text(yaml.safe_dump({"servers": servers, "serve": {"startup_wait": 15, **serve},
