@@ -35,7 +35,7 @@ from actors.deadline import Deadline
 from actors.messages import CancelForward, Forward, UpstreamError
 from actors.protocol import jsonrpc
 from actors.upstream.requests import matches
-from actors.tells import tell
+from actors.tells import tell, unread_tells
 
 PROBE_S = 0.2  # how often calls held on a suspect target are tried on it again
 # A sent call whose Connection has not answered this long after its timeout (the Connection was
@@ -135,8 +135,11 @@ class FailoverFront(pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         self._kill_probe()
-        self._answer_held(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.server} was removed",
-                                        server=self.server))
+        removed = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.server} was removed", server=self.server)
+        self._answer_held(removed)
+        for message in unread_tells(self):  # told after the stop: pykka would drop them unanswered
+            if isinstance(message, Forward):
+                self._answer(_Call(message, 0.0), removed)
 
     def on_failure(self, exc_type, exc_value, traceback) -> None:
         self.on_stop()  # a bug here: every held call still gets its answer

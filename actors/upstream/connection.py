@@ -39,7 +39,7 @@ from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
 from actors.upstream.waiting import WaitingLine
-from actors.tells import tell
+from actors.tells import tell, unread_tells
 
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 # troupe's own requests that say nothing of the server's health when they time out
@@ -122,6 +122,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
     def on_stop(self) -> None:
         self.modern.close()
         self._fail_all(f"{self.config.name}: connection stopped")
+        self._answer_unread()
         # Its totals outlive it: the supervisor adds them to the server's (False: troupe is stopping).
         tell(self.supervisor, ConnectionRetired(self.config.name, self.generation, self.stats.snapshot()))
         if self.transport is not None:
@@ -136,6 +137,20 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         if not self._failed:
             self._fail(f"troupe internal error: {exc_type.__name__}: {exc_value}")
         self.on_stop()
+
+    def _answer_unread(self) -> None:
+        """Forwards still in the mailbox of this stopping Connection (told after its stop, or
+        queued behind it) never left troupe: each is answered as unsent, so a FailoverFront sends
+        it to the next target and a Session treats it as a link lost before any of it ran,
+        rather than waiting out its deadline for an answer pykka would have dropped."""
+        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: connection stopped before "
+                               "the call was sent", server=self.config.name, link_lost=True, link="unsent")
+        for message in unread_tells(self):
+            if isinstance(message, Forward):
+                try:
+                    message.on_reply(unsent)
+                except Exception:
+                    self.log.exception("reply handler failed")
 
     def describe(self) -> dict:
         return self.transport.describe() if self.transport is not None else {}

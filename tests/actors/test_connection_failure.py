@@ -51,3 +51,19 @@ def test_crash_in_connection_fails_pending_and_restarts(runtime, monkeypatch):
     assert "internal error" in answers[0].message and answers[0].server == "echo"
     wait_until(lambda: echo().state == "ready" and echo().ref is not first_ref, 15, message="restarted")
     assert status()["restarts"] >= 1 and status()["pid"] != first_pid
+
+
+def test_a_call_queued_behind_a_stop_is_answered_as_unsent(runtime):
+    """A Forward told to a Connection whose stop is already in its mailbox would be dropped
+    unread by pykka; it never left troupe, so it is answered as unsent (safe to send elsewhere)."""
+    from actors.messages import Forward
+    from actors.tells import tell
+    wait_until(lambda: (e := runtime.servers.current.get("echo")) is not None and e.state == "ready", 15,
+               message="ready")
+    ref = runtime.servers.current.get("echo").ref
+    answers = []
+    ref.stop(block=False)  # queued: the actor has not run since, so it is alive and takes the next tell
+    assert tell(ref, Forward("tools/call", {"name": "echo", "arguments": {"text": "late"}}, answers.append))
+    wait_until(lambda: answers, 10, message="the queued call answered")
+    assert len(answers) == 1 and answers[0].link == "unsent" and answers[0].link_lost, answers
+    assert "before the call was sent" in answers[0].message

@@ -174,3 +174,12 @@ def test_a_refusal_from_the_old_owner_goes_straight_to_the_new_one(front):
     old.proxy().got.get()[0].on_reply(UNSENT)  # the old owner's refusal arrives after the move
     wait_until(lambda: answers, 5, message="answered by the new owner")
     assert answers == [OK] and len(new_standin.got.get()) == 1
+
+
+def test_a_call_told_to_a_stopping_front_is_answered_not_dropped(front):
+    from actors.tells import tell
+    answers: list = []
+    front.stop(block=False)  # queued: the front has not run since, so it takes the next tell
+    assert tell(front, _call(answers))
+    wait_until(lambda: answers, 5, message="the call told after the stop answered")
+    assert len(answers) == 1 and "was removed" in answers[0].message
