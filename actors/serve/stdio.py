@@ -72,11 +72,10 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     finally:
         if not gate.overflowed:
             logger.info("stdin closed: client gone")
-        dropped = stats.report().get("stdio")
-        if dropped:
+        dropped = stats.of("stdio")  # the gate made the front's figures at start: zeros if it dropped nothing
+        if dropped["progress"] or dropped["log"]:
             logger.warning("stdio: {} progress and {} log notifications ({} bytes) were dropped for a client "
-                           "that fell behind", dropped["dropped"]["progress"], dropped["dropped"]["log"],
-                           dropped["dropped_bytes"])
+                           "that fell behind", dropped["progress"], dropped["log"], dropped["bytes"])
         client.close()
         out.flush(timeout=STDOUT_FLUSH_WAIT)
         out.close()
