@@ -163,7 +163,6 @@ class EraOpening:
         return True
 
 
-
 def _ended_under(outcome) -> bool:
     """The connection stopped or failed with its opening request out (troupe stopping, a client
     leaving during start, a restart): the answer says nothing about the server's era, and whoever
