@@ -2,6 +2,8 @@
 probe is no era verdict and no failure; the Connection only retires."""
 from __future__ import annotations
 
+import socket
+
 import pykka
 import pytest
 
@@ -23,22 +25,36 @@ class _Recorder(pykka.ThreadingActor):
 
 
 @pytest.fixture
-def slow_server():
-    cfg = config.from_data({"servers": [{"name": "slow", "transport": {"type": "stdio", "stdio": {
-        "command": PYTHON, "args": ["-m", "tests.servers.slow_start", "--delay", "30"], "work_dir": str(ROOT)}}}],
-        "discovery": {"enabled": False}})
-    yield cfg.servers[0]
-    pykka.ActorRegistry.stop_all()
+def silent_port():
+    """A loopback port that takes connections and never answers a byte (the kernel's backlog)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
 
 
-def test_a_connection_stopped_while_probing_learns_no_era(slow_server):
+def _server(kind: str, port: int):
+    if kind == "stdio":  # slow_start reads nothing for 30 s
+        transport = {"type": "stdio", "stdio": {"command": PYTHON, "work_dir": str(ROOT),
+                                                "args": ["-m", "tests.servers.slow_start", "--delay", "30"]}}
+    else:
+        transport = {"type": "streamable-http", "streamable_http": {"url": f"http://127.0.0.1:{port}/mcp"}}
+    return config.from_data({"servers": [{"name": "slow", "transport": transport}],
+                             "discovery": {"enabled": False}}).servers[0]
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_a_connection_stopped_while_probing_learns_no_era_and_reports_no_failure(kind, silent_port):
     seen: list = []
     supervisor = _Recorder.start(seen)
-    conn = Connection.start(slow_server, 1, supervisor, None)
-    # The probe is out once the server's process runs (it reads nothing for 30 s).
-    wait_until(lambda: conn.proxy().describe().get(timeout=5).get("pid"), 10, message="the server spawned")
-    conn.stop(timeout=10)
-    wait_until(lambda: any(isinstance(m, ConnectionRetired) for m in seen), 10, message="the connection retired")
-    # Told once more than needed, EraLearned(legacy) made the next generation of a modern server
-    # open with initialize, and ConnectionFailed would restart a server troupe chose to stop.
-    assert not [m for m in seen if isinstance(m, (EraLearned, ConnectionFailed))], seen
+    try:
+        conn = Connection.start(_server(kind, silent_port), 1, supervisor, None)
+        # on_start opened the transport and sent the probe; this ask is answered after it
+        assert conn.proxy().describe().get(timeout=5) is not None
+        conn.stop(timeout=10)
+        wait_until(lambda: any(isinstance(m, ConnectionRetired) for m in seen), 10, message="the connection retired")
+        # EraLearned(legacy) made the next generation of a modern server open with initialize, and
+        # ConnectionFailed (with its WARNING) would restart a server troupe chose to stop.
+        assert not [m for m in seen if isinstance(m, (EraLearned, ConnectionFailed))], seen
+    finally:
+        pykka.ActorRegistry.stop_all()
