@@ -31,7 +31,8 @@ def _serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", help="serve in this profile (profiles: in the config): the stdio client's view, "
                                      "and that of HTTP clients not named in serve.clients")
     p.add_argument("--redis", help="join a cluster of troupe instances sharing this Redis (redis://HOST:PORT/DB)")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default: WARNING over stdio, INFO over HTTP "
+                                       "or with --log-json)")
     p.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
     p.add_argument("--discovery", action=argparse.BooleanOptionalAction, default=None,
                    help="find servers in client config files and on PATH (default: config's discovery.enabled)")
@@ -39,9 +40,20 @@ def _serve_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _log_level(args: argparse.Namespace, transport: str) -> str:
+    """--log-level, else quiet over stdio: a stdio client (Claude Code, say) shows every stderr
+    line its server writes as an error, so only what needs the user's eye goes there. Over HTTP,
+    or as JSON lines for a log collector, troupe reports its INFO lines as before."""
+    if args.log_level:
+        return args.log_level
+    return "INFO" if transport != "stdio" or args.log_json else "WARNING"
+
+
 def serve(argv: list[str]) -> int:
     args = _serve_parser().parse_args(argv)
-    logs.setup(args.log_level, args.log_json)
+    # The transport is known for sure only once the config is read: until then, as --transport says.
+    level = _log_level(args, args.transport or "stdio")
+    logs.setup(level, args.log_json)
     try:
         config = config_mod.with_overrides(config_mod.load(args.config), transport=args.transport, mode=args.mode,
                                            host=args.host, port=args.port, redis=args.redis,
@@ -49,6 +61,8 @@ def serve(argv: list[str]) -> int:
     except config_mod.ConfigError as exc:
         print("troupe: config error:\n" + "\n".join(f"  {p}" for p in exc.problems), file=sys.stderr)
         return 2
+    if _log_level(args, config.serve.transport) != level:
+        logs.setup(_log_level(args, config.serve.transport), args.log_json)
     from actors.serve.security import exposure_refusal
     refusal = exposure_refusal(config.serve)  # before anything starts: nothing to tear down
     if refusal is not None:

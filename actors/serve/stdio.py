@@ -51,10 +51,12 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     runtime.start()
     client = StdioClient(runtime, sink)
     pending = [first] if first is not None else []
+    gone = False  # stdin reached EOF: the client left (else troupe was stopped, or ended a slow reader)
     try:
         while True:
             line = pending.pop() if pending else inp.readline(MAX_LINE + 1)
             if not line:
+                gone = True
                 break
             if len(line) > MAX_LINE:
                 sink(jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"message over {MAX_LINE} bytes refused"))
@@ -70,13 +72,12 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             if to is not None:
                 client.send(checked.message, to)
     finally:
-        if not gate.overflowed:
+        if gone:  # a client's normal departure, even in the middle of start-up: news, not trouble
             logger.info("stdin closed: client gone")
-        dropped = stats.report().get("stdio")
-        if dropped:
+        dropped = stats.of("stdio")  # the gate made the front's figures at start: zeros if it dropped nothing
+        if dropped["progress"] or dropped["log"]:
             logger.warning("stdio: {} progress and {} log notifications ({} bytes) were dropped for a client "
-                           "that fell behind", dropped["dropped"]["progress"], dropped["dropped"]["log"],
-                           dropped["dropped_bytes"])
+                           "that fell behind", dropped["progress"], dropped["log"], dropped["bytes"])
         client.close()
         out.flush(timeout=STDOUT_FLUSH_WAIT)
         out.close()

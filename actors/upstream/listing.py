@@ -125,7 +125,9 @@ class UpstreamLists:
             if isinstance(outcome, UpstreamError):
                 # A failed re-read keeps the last good list: a passing error (a relay whose owner is
                 # moving, a timeout under load) must not empty the catalogue of a working server.
-                self._log.warning("{} failed: {}", method, outcome.message)
+                # One lost with its connection (troupe stopping, say) is that connection's news, told once.
+                (self._log.debug if outcome.link_lost else self._log.warning)("{} failed: {}", method,
+                                                                               outcome.message)
                 if kind not in self._lists:
                     self._store(kind, tuple(acc))
                 self.ttls[kind] = FAILED_LIST_RETRY_MS

@@ -75,6 +75,8 @@ class EraOpening:
         if not self._probing:
             return  # the link was respawned meanwhile: this answer belongs to the old one
         self._probing = False
+        if _ended_under(outcome):
+            return
         if self.config.transport != "stdio" and modern_client.outage(outcome):
             self._fail(f"{modern_client.DISCOVER} failed: {outcome.message}")  # an outage is not an era
             return
@@ -96,6 +98,8 @@ class EraOpening:
             self._fail(str(exc))
 
     def _initialized(self, outcome) -> None:
+        if _ended_under(outcome):
+            return
         if modern_client.refused_initialize(outcome) and not self._retried_era:
             self._retried_era = True  # modern after all (a slow starter missed the probe): probe again
             self.era = None
@@ -158,3 +162,10 @@ class EraOpening:
         self._open()
         return True
 
+
+def _ended_under(outcome) -> bool:
+    """The connection stopped or failed with its opening request out (troupe stopping, a client
+    leaving during start, a restart): the answer says nothing about the server's era, and whoever
+    ended the connection has reported why. Taken for a verdict, it taught the Supervisor a modern
+    server was legacy and sent `initialize` down a closing link."""
+    return isinstance(outcome, UpstreamError) and outcome.link_lost

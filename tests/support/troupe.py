@@ -59,7 +59,9 @@ class Troupe:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        # Kept: a test that reads all of stderr joins it once troupe has exited.
+        self.stderr_reader = threading.Thread(target=self._read_err, daemon=True)
+        self.stderr_reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
