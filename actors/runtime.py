@@ -82,7 +82,8 @@ class Runtime:
             self.sealer = request_state.StateSealer(self.shared.state_key)
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
-        self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
+        # What upstreams are told troupe can relay: everything, whoever connects (mcp.py says why).
+        self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
 
     # ---------------------------------------------------------------- lifecycle
@@ -226,14 +227,6 @@ class Runtime:
         return bare[0] if len(bare) == 1 else None
 
     # ---------------------------------------------------------------- sessions and relaying
-
-    RELAY_CAPABILITIES = mcp.RELAY_CAPABILITIES
-
-    def set_upstream_capabilities(self, client_caps: dict | None) -> None:
-        """What upstreams are told the client supports: the relayable part of `client_caps`
-        (stdio: the one client's; HTTP: all three, routed per call). Set before start()."""
-        caps = client_caps or {}
-        self.client_caps = {k: caps[k] for k in self.RELAY_CAPABILITIES if k in caps}
 
     def notify_upstreams(self, method: str, params=None) -> None:
         from actors.messages import NotifyUpstream
