@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 
 from actors.settings import config as config_mod
-from actors.trust import ledger
+from actors.trust import cli_running, ledger, running
 from actors.trust import provenance as trust
+from actors.trust.cli_running import approve_command
 from actors.trust.report import server_row, withheld_rows
 from actors.tells import tell
 
@@ -44,7 +45,7 @@ def run(command: str, argv: list[str]) -> int:
             result = _remote(command, args)
         else:
             result = _local(command, args)
-    except (LookupError, ValueError, ledger.LedgerError, OSError) as exc:
+    except (LookupError, ValueError, ledger.LedgerError, OSError, cli_running.NotApplied) as exc:
         print(f"troupe {command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
@@ -53,6 +54,10 @@ def run(command: str, argv: list[str]) -> int:
         print(render(result))
     else:
         where = f", recorded in {result['approvals_file']}" if result.get("approvals_file") else ""
+        if result.get("applied_by"):
+            where += f"; applied by the running troupe (pid {', '.join(map(str, result['applied_by']))})"
+        elif result.get("note"):
+            where += f"; {result['note']}"
         print(f"{result['server']}: {result['decision']} ({result.get('launch') or ''}){where}")
     return EXIT_OK
 
@@ -66,10 +71,11 @@ def render(rows: list[dict]) -> str:
             out.append(f"{row['name']}  [{row['provenance']}] {row.get('launch') or ''}")
             if row.get("file"):
                 out.append(f"    from {row['file']}")
-            out.append(f"    troupe approve {row['name']}   |   troupe deny {row['name']}")
+            out.append(f"    {approve_command('approve', row['name'], row.get('config'))}   |   "
+                       f"{approve_command('deny', row['name'], row.get('config'))}")
         else:
             out.append(f"{row['name']}  {row['what']} {row['item']!r} is {row['change']}; "
-                       f"withheld until `troupe approve {row['name']}`")
+                       f"withheld until `{approve_command('approve', row['name'], row.get('config'))}`")
             out.extend("    " + line for line in (row.get("diff") or "").splitlines())
     return "\n".join(out)
 
@@ -109,19 +115,46 @@ def _local(command: str, args) -> Any:
         book = SharedState(config.cluster).ledger(path)
         path = book.path
     snapshot = ledger.snapshot(book.read(), 1)
+    # What running troupes have, from whatever config (their records sit beside the local file).
+    records = running.live(path)
+    if command != "approvals":
+        found = cli_running.matches(records, args.name, args.config)
+        if found:
+            return cli_running.decide(command, args.name, found, book, path)
     servers = list(config.servers) + list(_discovered(config, args))
     if command == "approvals":
-        return waiting_offline(servers, snapshot)
+        offline = waiting_offline(servers, snapshot)
+        for row in offline:
+            row["config"] = config_mod.file_of(config)
+        return _merged(cli_running.rows(records, snapshot), offline)
     server = next((s for s in servers if s.name == args.name), None)
     if server is None:
-        raise LookupError(f"no server named {args.name!r} here; `troupe approvals` lists what waits "
-                          f"(PATH-probed servers: use --url with the running troupe)")
+        raise LookupError(f"no running troupe and no config here has a server named {args.name!r}; "
+                          f"`troupe approvals` lists what waits")
     decision = ledger.APPROVED if command == "approve" else ledger.DENIED
     shown = trust.shown_launch(server)
     entry, _ = book.update(lambda data: dict(ledger.decide(data, trust.identity_key(server), server.name, decision,
                                                         server.provenance, shown)))
     return {"server": server.name, "decision": decision, "provenance": server.provenance, "launch": shown,
-            "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path}
+            "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path,
+            "note": "no running troupe has it: the decision applies when troupe starts it"}
+
+
+def _merged(from_running: list[dict], offline: list[dict]) -> list[dict]:
+    """Rows of running troupes first; an offline row repeating one of them is dropped. A name two
+    configs share keeps its config on each row, so the command it shows names the right one."""
+    key = lambda row: (row["name"], row["what"], row.get("item"), row.get("launch"))  # noqa: E731
+    seen = {key(row) for row in from_running}
+    rows = from_running + [row for row in offline if key(row) not in seen]
+    configs: dict[str, set] = {}
+    for row in rows:
+        configs.setdefault(row["name"], set()).add(row.get("config"))
+    for row in rows:
+        if len(configs[row["name"]]) < 2:
+            row.pop("config", None)
+        elif row.get("config") is None:
+            row["config"] = str(config_mod.DEFAULT_CONFIG)
+    return rows
 
 
 def waiting_offline(servers, snapshot) -> list[dict]:
