@@ -109,18 +109,19 @@ def _local(command: str, args) -> Any:
     config = config_mod.load(args.config)
     home = args.home or config.discovery.get("home")
     path = config.approvals_file or ledger.default_path(os.path.expanduser(home) if home else None)
+    # What running troupes have, from whatever config: their records sit beside the file (a
+    # cluster's instances too, though the approvals themselves live in its Redis).
+    records = running.live(path)
     book: Any = ledger.Ledger(path)
     if config.cluster is not None:  # a cluster's approvals live in its Redis, for every instance
         from actors.cluster.shared import SharedState
         book = SharedState(config.cluster).ledger(path)
-        path = book.path
     snapshot = ledger.snapshot(book.read(), 1)
-    # What running troupes have, from whatever config (their records sit beside the local file).
-    records = running.live(path)
     if command != "approvals":
         found = cli_running.matches(records, args.name, args.config)
         if found:
-            return cli_running.decide(command, args.name, found, book, path)
+            return cli_running.decide(command, args.name, found, book, path, shown=book.path)
+    path = str(book.path)
     servers = list(config.servers) + list(_discovered(config, args))
     if command == "approvals":
         offline = waiting_offline(servers, snapshot)

@@ -40,10 +40,11 @@ def approve_command(command: str, name: str, config: str | None) -> str:
 
 
 def decide(command: str, name: str, found: list[tuple[dict, dict]], book, path: str,
-           timeout: float | None = None) -> dict:
-    """Record the decision under each identity the running troupes use for `name`, then wait until
-    each troupe shows it applied. LookupError when troupes running from different configs each
-    have a server so named (the message gives the command for each); NotApplied on a timeout."""
+           timeout: float | None = None, shown: str | None = None) -> dict:
+    """Record the decision in `book` under each identity the running troupes use for `name`, then
+    wait until each troupe shows it applied (their records beside `path`). LookupError when troupes
+    running from different configs each have a server so named (the message gives the command for
+    each); NotApplied on a timeout. `shown`: where the decision is recorded, as the output says."""
     configs = sorted({_config_of(record) for record, _ in found})
     if len(configs) > 1:
         raise LookupError(f"troupes running from {len(configs)} configs each have a server named {name!r}; "
@@ -57,13 +58,13 @@ def decide(command: str, name: str, found: list[tuple[dict, dict]], book, path: 
     _, first = found[0]
     target = running.ALLOWED if decision == ledger.APPROVED else running.DENIED
     pids = _wait_applied(path, name, {(r["pid"], e["identity"]) for r, e in found}, target,
-                         CONFIRM_TIMEOUT if timeout is None else timeout)
+                         CONFIRM_TIMEOUT if timeout is None else timeout, shown or path)
     return {"server": name, "decision": decision, "provenance": first.get("provenance"),
             "launch": first.get("launch"), "file": first.get("file"), "pinned": bool(entry.get("pinned")),
-            "approvals_file": path, "config": configs[0], "applied_by": pids}
+            "approvals_file": shown or path, "config": configs[0], "applied_by": pids}
 
 
-def _wait_applied(path: str, name: str, waiting: set, target: str, timeout: float) -> list[int]:
+def _wait_applied(path: str, name: str, waiting: set, target: str, timeout: float, shown: str) -> list[int]:
     """Poll the running records until each troupe in `waiting` ((pid, identity)) shows `name` in the
     `target` state (a troupe that stopped meanwhile has nothing left to apply); the pids that did."""
     deadline = time.monotonic() + timeout
@@ -78,7 +79,7 @@ def _wait_applied(path: str, name: str, waiting: set, target: str, timeout: floa
             return sorted({pid for pid, identity in waiting if states.get((pid, identity)) == target})
         if time.monotonic() > deadline:
             shown = ", ".join(f"pid {pid}: {states[(pid, i)]}" for pid, i in sorted(left))
-            raise NotApplied(f"recorded in {path}, but the running troupe still shows {name} as not "
+            raise NotApplied(f"recorded in {shown}, but the running troupe still shows {name} as not "
                              f"{target} after {timeout:g}s ({shown})")
         time.sleep(CONFIRM_POLL)
 

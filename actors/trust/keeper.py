@@ -59,7 +59,7 @@ class TrustKeeper(pykka.ThreadingActor):
         # the running record: written only by a runtime that serves (record), naming its config file
         self._record, self._config_file = record, config_file
         self._approve_config = approve_config  # the --config its approval hints name (trust.approve_hint)
-        self._identities: dict[str, tuple] = {}  # server name → (its ServerConfig, its identity)
+        self._identities: dict[str, tuple] = {}  # server name → (its ServerConfig, identity, shown launch)
         self._recorded: dict | None = None  # the servers as last written to the record
         self._record_path = running.record_path(path, secrets.token_hex(4))
         # A cluster passes its RedisLedger (same stamp/read/update): Redis replaces the file then.
@@ -78,6 +78,8 @@ class TrustKeeper(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self._reload()
+        if self._record:
+            running.prune(self._path)  # records a killed troupe left behind
         if self._interval > 0:
             self._poller = gevent.spawn(self._poll_loop)
 
@@ -222,11 +224,11 @@ class TrustKeeper(pykka.ThreadingActor):
         for name, view in directory.servers.items():
             known = self._identities.get(name)
             if known is None or known[0] is not view.config:  # computed once per config (it may stat PATH)
-                known = (view.config, trust.identity_key(view.config))
+                known = (view.config, trust.identity_key(view.config), trust.shown_launch(view.config))
             identities[name] = known
             state = view.state.value if view.state.value in running.GATED else running.ALLOWED
             servers[name] = {"identity": known[1], "state": state, "provenance": view.config.provenance,
-                             "launch": trust.shown_launch(view.config), "file": view.config.origin_file}
+                             "launch": known[2], "file": view.config.origin_file}
         self._identities = identities
         if servers == self._recorded:
             return  # only a trust state or an identity changing rewrites it, not ready ⇄ degraded

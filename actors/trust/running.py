@@ -48,7 +48,23 @@ def remove(path: Path) -> None:
 
 def live(approvals_path: str) -> list[dict]:
     """The records of troupes running now (a record whose process is gone is skipped)."""
-    out = []
+    return [record for _, record in _records(approvals_path) if record is not None]
+
+
+def prune(approvals_path: str) -> None:
+    """Remove the records of processes that are gone (killed before they could remove their own)."""
+    for path, record in _records(approvals_path):
+        if record is None:
+            try:
+                path.unlink()
+            except OSError:
+                pass  # another troupe pruned it first
+
+
+def _records(approvals_path: str) -> list[tuple[Path, dict | None]]:
+    """(file, its record, or None when its process is gone) for each record file; files being
+    replaced or unreadable are left out."""
+    out: list[tuple[Path, dict | None]] = []
     try:
         entries = sorted(folder(approvals_path).glob("*.json"))
     except OSError:
@@ -61,9 +77,8 @@ def live(approvals_path: str) -> list[dict]:
         if not isinstance(record, dict) or not isinstance(record.get("servers"), dict):
             continue
         pid = record.get("pid")
-        if not isinstance(pid, int) or isinstance(pid, bool) or not _alive(pid):
-            continue
-        out.append(record)
+        alive = isinstance(pid, int) and not isinstance(pid, bool) and _alive(pid)
+        out.append((path, record if alive else None))
     return out
 
 

@@ -329,8 +329,11 @@ def test_every_approval_hint_runs_as_printed_from_elsewhere_with_another_path(pr
                    message="the approved server started")
         assert marker.exists()
         assert "applied by the running troupe" in _run_as_printed(pending[0], elsewhere, shell_path).stdout
+        records = Path(os.environ["TROUPE_CONFIG_DIR"]) / "running"
+        assert len(list(records.glob("*.json"))) == 1  # this troupe's, beside the approvals file
     finally:
-        troupe.close()
+        assert troupe.close() == 0
+    assert not list(records.glob("*.json"))  # removed when it stopped
 
 
 def test_an_approval_from_a_shell_with_another_path_is_the_one_the_troupe_applies(project, tmp_path):

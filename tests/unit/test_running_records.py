@@ -34,6 +34,8 @@ def test_a_record_written_by_a_process_that_is_gone_is_not_read(approvals):
     _record(approvals, {"a": _pending("stdio:a")})
     _record(approvals, {"b": _pending("stdio:b")}, pid=2 ** 22 + 12345, runtime="gone")  # no such pid
     assert [sorted(r["servers"]) for r in running.live(approvals)] == [["a"]]
+    running.prune(approvals)  # what a troupe does at start: a killed one's record goes
+    assert [p.name for p in running.folder(approvals).iterdir()] == [f"{os.getpid()}-t.json"]
 
 
 def test_a_decision_the_running_troupe_does_not_apply_is_not_reported_as_done(approvals, monkeypatch, capsys):
