@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -63,19 +64,23 @@ def run(command: str, argv: list[str]) -> int:
 
 
 def render(rows: list[dict]) -> str:
+    """Each row with the command that decides it, as it runs from any directory: its `config`
+    and `options` (what else finds it: --url, --home, --project-root) are part of it."""
     if not rows:
         return "nothing waits for approval"
     out = []
+
+    def command(verb: str, row: dict) -> str:
+        return approve_command(verb, row["name"], row.get("config")) + row.get("options", "")
     for row in rows:
         if row["what"] == "server":
             out.append(f"{row['name']}  [{row['provenance']}] {row.get('launch') or ''}")
             if row.get("file"):
                 out.append(f"    from {row['file']}")
-            out.append(f"    {approve_command('approve', row['name'], row.get('config'))}   |   "
-                       f"{approve_command('deny', row['name'], row.get('config'))}")
+            out.append(f"    {command('approve', row)}   |   {command('deny', row)}")
         else:
             out.append(f"{row['name']}  {row['what']} {row['item']!r} is {row['change']}; "
-                       f"withheld until `{approve_command('approve', row['name'], row.get('config'))}`")
+                       f"withheld until `{command('approve', row)}`")
             out.extend("    " + line for line in (row.get("diff") or "").splitlines())
     return "\n".join(out)
 
@@ -100,7 +105,13 @@ def _remote(command: str, args) -> Any:
     if resp.status_code != 200:
         raise LookupError(f"{base} answered {resp.status_code}: {resp.text[:200]}")
     body = resp.json()
-    return body["approvals"] if command == "approvals" else body
+    if command != "approvals":
+        return body
+    rows = body["approvals"]
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict):
+            row["options"] = f" --url {shlex.quote(base)}"  # the token is never printed: --token or its env
+    return rows
 
 
 # ---------------------------------------------------------------- offline
@@ -125,8 +136,9 @@ def _local(command: str, args) -> Any:
     servers = list(config.servers) + list(_discovered(config, args))
     if command == "approvals":
         offline = waiting_offline(servers, snapshot)
-        for row in offline:
+        for row in offline:  # found from this config, home and project only: the command says them
             row["config"] = config_mod.file_of(config)
+            row["options"] = _finding_options(args, row)
         return _merged(cli_running.rows(records, snapshot), offline)
     server = next((s for s in servers if s.name == args.name), None)
     if server is None:
@@ -141,21 +153,32 @@ def _local(command: str, args) -> Any:
             "note": "no running troupe has it: the decision applies when troupe starts it"}
 
 
+def _finding_options(args, row: dict) -> str:
+    """The options besides --config that found an offline row: --home as given, and the project
+    for a project's server (found from that directory only)."""
+    parts = []
+    if args.home:
+        parts += ["--home", os.path.abspath(os.path.expanduser(args.home))]
+    if row.get("provenance") == trust.PROJECT:
+        parts += ["--project-root", os.path.abspath(args.project_root or os.getcwd())]
+    return "".join(f" {shlex.quote(p)}" for p in parts)
+
+
 def _merged(from_running: list[dict], offline: list[dict]) -> list[dict]:
-    """Rows of running troupes first; an offline row repeating one of them is dropped. A name two
-    configs share keeps its config on each row, so the command it shows names the right one."""
+    """Rows of running troupes first; an offline row repeating one of them is dropped. A running
+    troupe's row needs no --config (its record finds it) unless troupes of two configs share the
+    name; an offline row keeps what found it."""
     key = lambda row: (row["name"], row["what"], row.get("item"), row.get("launch"))  # noqa: E731
     seen = {key(row) for row in from_running}
-    rows = from_running + [row for row in offline if key(row) not in seen]
     configs: dict[str, set] = {}
-    for row in rows:
+    for row in from_running:
         configs.setdefault(row["name"], set()).add(row.get("config"))
-    for row in rows:
+    for row in from_running:
         if len(configs[row["name"]]) < 2:
             row.pop("config", None)
         elif row.get("config") is None:
             row["config"] = str(config_mod.DEFAULT_CONFIG)
-    return rows
+    return from_running + [row for row in offline if key(row) not in seen]
 
 
 def waiting_offline(servers, snapshot) -> list[dict]:

@@ -320,6 +320,11 @@ def test_every_approval_hint_runs_as_printed_from_elsewhere_with_another_path(pr
         assert "pending-approval" in text_of(reply)
         pending = wait_until(lambda: _hints(troupe.stderr, "sneaky", "pending-approval"), timeout=10,
                              message="the pending server's hint logged")
+        # `troupe approvals`, run from there too, lists both with the same commands
+        listed = _run_as_printed("troupe approvals", elsewhere, shell_path)
+        assert listed.returncode == 0, listed.stderr
+        assert {*withheld, *pending} <= {m.group(1) for m in HINT.finditer(listed.stdout)} | set(
+            re.findall(r"(troupe approve \S+)   \|", listed.stdout)), listed.stdout
         for hint in {*withheld, *pending}:
             done = _run_as_printed(hint, elsewhere, shell_path)
             assert done.returncode == 0, f"{hint}: {done.stderr}"
