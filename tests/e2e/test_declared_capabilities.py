@@ -17,7 +17,7 @@ def _config(tmp_path):
 
 
 def _client(config, capabilities: dict) -> Troupe:
-    t = Troupe(config)
+    t = Troupe(config, "--log-level", "info")
     t.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": capabilities,
                              "clientInfo": {"name": "caps-test", "version": "1"}})
     t.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -66,5 +66,9 @@ def test_a_client_without_a_capability_gets_an_error_naming_it(tmp_path):
         roots = t.call("everything__get-roots-list", {}, timeout=15)
         # server-everything catches the refusal and answers that it has no roots: no hang, no roots
         assert "result" in roots and "file://" not in str(roots["result"])
+        for need in ("sampling", "roots"):  # and troupe says whom it refused, and why
+            said = f"the client did not declare {need}"
+            wait_until(lambda said=said: any(said in line for line in t.stderr), timeout=5,
+                       message=f"the {need} refusal logged")
     finally:
         assert t.close() == 0
