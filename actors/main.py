@@ -82,15 +82,12 @@ def serve(argv: list[str]) -> int:
     # SIGHUP's default would kill us: reload the file, or say there is none.
     gevent.signal_handler(signal.SIGHUP, watcher.reload if watcher else
                           lambda: logger.warning("SIGHUP: no --config file to reload"))
+    runtime.start()
     if config.serve.transport == "stdio":
         from actors.serve import stdio
-        worker = gevent.spawn(stdio.serve, runtime)  # starts the runtime once the client has spoken
+        worker = gevent.spawn(stdio.serve, runtime)
     else:
         from actors.serve import http
-        # Many clients: upstreams may ask for all three; each request goes to the client whose
-        # call triggered it, and is refused for a client without the capability.
-        runtime.set_upstream_capabilities({k: {} for k in runtime.RELAY_CAPABILITIES})
-        runtime.start()
         worker = gevent.spawn(http.serve, runtime, stop)
     worker.link(lambda _: stop.set())
     logger.info("troupe {} serving over {} in {} mode ({} servers configured)", __version__,

@@ -16,6 +16,7 @@ from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
 from actors.cluster.member import ClusterMember
 from actors.cluster.shared import SharedState
+from actors.settings import config as config_mod
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from actors.messages import ApplyServers, ControlServer, GetStatus
 from actors.protocol import mcp, request_state
@@ -68,11 +69,19 @@ class Runtime:
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = self.keeper = self.auth_keeper = None
         self.cache: pykka.ActorRef | None = None  # the CacheKeeper (actors/caching)
+        # The config file troupe runs from, for the running record and the hints that name it
+        # (actors/trust/running.py): absolute, since `troupe approve` may run from anywhere.
+        self.config_file = config_mod.file_of(config)
         home_dir = home or config.discovery.get("home")
         self.approvals_path = config.approvals_file or ledger.default_path(
             os.path.expanduser(home_dir) if home_dir else None)
         # Seals the requestState of input rounds (MRTR); its key sits beside the approvals file.
         self.tokens_path = auth_tokens.default_path(self.approvals_path)  # oauth-tokens.json beside it
+        # The --config approval hints name: only when that config says where the approvals live
+        # (a cluster's Redis, trust.approvals_file, discovery.home); else `troupe approve NAME` finds
+        # this troupe by its running record beside the file a plain command reads.
+        self.approve_config = self.config_file if (config.cluster is not None or self.approvals_path
+                                                   != ledger.default_path()) else None
         self.sealer = request_state.load_sealer(config.serve.state_key, os.path.dirname(self.approvals_path))
         # In a cluster, the link to Redis and the instance's heartbeat (started once the URL is known).
         self.cluster = ClusterMember(config.cluster) if config.cluster is not None else None
@@ -82,7 +91,8 @@ class Runtime:
             self.sealer = request_state.StateSealer(self.shared.state_key)
         self._stopped = False
         self._discovered: dict[str, ServerConfig] = {}  # what discovery currently contributes
-        self.client_caps: dict = {}  # what upstreams are told troupe can relay (set before start)
+        # What upstreams are told troupe can relay: everything, whoever connects (mcp.py says why).
+        self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
 
     # ---------------------------------------------------------------- lifecycle
@@ -95,20 +105,25 @@ class Runtime:
         assert writers is not None  # handed over once, here
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
         self.keeper = TrustKeeper.start(self.approvals_path, writers["trust"], self.bus,
-                                        ledger=self.shared.ledger(self.approvals_path) if self.shared else None)
+                                        ledger=self.shared.ledger(self.approvals_path) if self.shared else None,
+                                        record=True, config_file=self.config_file,
+                                        approve_config=self.approve_config)
         # Tokens load before any connection starts: a server signed in before is reached with them.
         self.auth_keeper = AuthKeeper.start(self.tokens_path, writers["auth"], lambda: self.supervisor)
         transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper))
         self.registry = Registry.start(writers["catalogue"], self.bus, self.config.serve.separator,
                                        trust_box=self.trust, keeper=self.keeper, reserved=coretools.RESERVED_NAMES,
-                                       profiles=tuple(self.config.profiles.values()))
+                                       profiles=tuple(self.config.profiles.values()),
+                                       approve_config=self.approve_config)
         self.supervisor = Supervisor.start(self.config.servers, self.registry, self.bus, policy=self.policy,
                                            mode=self.config.serve.mode, directory=writers["directory"],
                                            settled=self.settled, client_capabilities=self.client_caps,
                                            transport_factory=transports,
                                            route_server_request=route_server_request, trust_box=self.trust,
                                            placement=Placement(self.cluster is not None,
-                                                               self.shared.eras() if self.shared else None))
+                                                               self.shared.eras() if self.shared else None),
+                                           on_directory=functools.partial(_tell_servers_seen, self.keeper),
+                                           approve_config=self.approve_config)
         for ref in (self.registry, self.supervisor):
             self._watch_trust(ref)
         self.cache = caching.start_keeper(self.config, self.bus, self.shared)
@@ -226,14 +241,6 @@ class Runtime:
         return bare[0] if len(bare) == 1 else None
 
     # ---------------------------------------------------------------- sessions and relaying
-
-    RELAY_CAPABILITIES = mcp.RELAY_CAPABILITIES
-
-    def set_upstream_capabilities(self, client_caps: dict | None) -> None:
-        """What upstreams are told the client supports: the relayable part of `client_caps`
-        (stdio: the one client's; HTTP: all three, routed per call). Set before start()."""
-        caps = client_caps or {}
-        self.client_caps = {k: caps[k] for k in self.RELAY_CAPABILITIES if k in caps}
 
     def notify_upstreams(self, method: str, params=None) -> None:
         from actors.messages import NotifyUpstream
@@ -382,6 +389,11 @@ class Runtime:
 
     def wait_settled(self, timeout: float) -> bool:
         return self.settled.wait(timeout=timeout)
+
+
+def _tell_servers_seen(keeper, directory) -> None:
+    from actors.trust.messages import ServersSeen
+    _tell(keeper, ServersSeen(directory))
 
 
 def route_server_request(request, origin):

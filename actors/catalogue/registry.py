@@ -1,6 +1,7 @@
 """Registry actor: the only writer of the catalogue; publishes immutable snapshots."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,6 +18,7 @@ from actors.messages import DropServer, PublishServer
 from actors.published import Published, Publisher
 from actors.slicing import Slices, never
 from actors.tells import tell
+from actors.trust import provenance as trust
 from actors.trust.ledger import KINDS, Pinned, TrustSnapshot
 from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
 from actors.trust.pinning import digests, screen
@@ -74,8 +76,10 @@ class Registry(pykka.ThreadingActor):
 
     def __init__(self, writer: Publisher[Catalogue], bus: BusClient, separator: str = "__", *,
                  trust_box: Published[TrustSnapshot] | None = None, keeper: pykka.ActorRef | None = None,
-                 reserved: frozenset = frozenset(), profiles: tuple = ()) -> None:
+                 reserved: frozenset = frozenset(), profiles: tuple = (), approve_config: str | None = None) -> None:
         super().__init__()
+        # how a withheld item's message names the command that accepts it (trust.approve_hint)
+        self._approve = functools.partial(trust.approve_hint, config_file=approve_config)
         self.writer, self.bus, self.separator = writer, bus, separator
         self.reserved = frozenset(reserved)  # troupe's own tool names: no server's tool gets one
         self.trust, self.keeper = trust_box or Published.constant(TrustSnapshot()), keeper
@@ -241,7 +245,7 @@ class Registry(pykka.ThreadingActor):
         # The lists are this actor's own, and its mailbox waits while it yields: nothing changes them.
         pause = self._pause()
         cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1, self.reserved,
-                              between=pause)
+                              between=pause, approve=self._approve)
         self.writer.publish(views.with_views(cat, self.profiles, between=pause))
 
     def _pause(self):

@@ -78,11 +78,13 @@ class Withheld:
     server: str
     original: str
     kind: str  # tools | prompts
+    approve: str = ""  # the command that accepts it (trust.approve_hint); "" = `troupe approve SERVER`
 
     def message(self) -> str:
         what = "tool" if self.kind == "tools" else "prompt"
+        command = self.approve or f"troupe approve {self.server}"
         return (f"{what} {self.original!r} of server {self.server} changed or is new since the server was "
-                f"approved, so troupe withholds it; an operator can accept it with `troupe approve {self.server}`")
+                f"approved, so troupe withholds it; an operator can accept it with `{command}`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +177,8 @@ class ServerLists:
 
 
 def build(lists: Mapping[str, ServerLists], separator: str, version: int,
-          reserved: frozenset = frozenset(), between: Callable[[], None] | None = None) -> Catalogue:
+          reserved: frozenset = frozenset(), between: Callable[[], None] | None = None,
+          approve: Callable[[str], str] | None = None) -> Catalogue:
     """Deterministic: servers in name order, each one's tools and prompts by name; on a
     collision the first keeps the name. `reserved`: troupe's own tool names (meta-tools and
     core tools); a server's tool that would take one is renamed, whatever the order. `between()`
@@ -210,7 +213,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
             qualified = naming.qualify(sl.prefix, separator, original)
             if kind == "tools" and qualified in reserved:  # the name it would have once approved
                 qualified = naming.disambiguate(qualified, server, reserved)
-            withheld[(kind, qualified)] = Withheld(qualified, server, original, kind)
+            withheld[(kind, qualified)] = Withheld(qualified, server, original, kind,
+                                                   approve(server) if approve is not None else "")
         for tpl in sl.templates:
             if isinstance(tpl.get("uriTemplate"), str):
                 uri_template = tpl["uriTemplate"]

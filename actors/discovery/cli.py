@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 from typing import Any, Mapping
 
@@ -125,7 +126,7 @@ def run(args: Any = None, /, **kwargs) -> int:
                "project_root": settings.project_root, "probed": bool(opts["probe"])}
         out.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     else:
-        out.write(render(services, report, settings))
+        out.write(render(services, report, settings, _where(config, opts)))
     return EXIT_OK
 
 
@@ -165,17 +166,38 @@ def render_clients(report) -> list[str]:
     return lines + [""]
 
 
-def render(services: list, report, settings) -> str:
-    """Plain text: each service, its launch line, where it was found and how it merged."""
+def _where(config, opts) -> str:
+    """The options `troupe approve` needs to find what this run found, from any directory."""
+    import os
+
+    from actors.settings.config import file_of
+    parts = []
+    config_file = file_of(config) if hasattr(config, "servers") else None
+    if config_file:
+        parts += ["--config", config_file]
+    if opts.get("home"):
+        parts += ["--home", os.path.abspath(os.path.expanduser(opts["home"]))]
+    return "".join(f" {shlex.quote(p)}" for p in parts)
+
+
+def render(services: list, report, settings, where: str = "") -> str:
+    """Plain text: each service, its launch line, where it was found and how it merged. `where`:
+    the options an approval hint adds (the config and home this run read)."""
     lines = [f"troupe discover: {len(services)} service(s) in {report.duration_s:.2f}s "
              f"(home {settings.home}, project {settings.project_root})", ""]
     for svc in services:
         launch = svc.get("url") or " ".join([svc.get("command", ""), *svc.get("args", [])])
         flags = [svc.get("provenance", "user"), "auto-connect" if svc["auto_connect"] else "manual"]
         if svc.get("trust") and svc["trust"] != trust.ALLOWED:
-            flags.append(f"{svc['trust']}: troupe approve {svc['name']}" if svc["trust"] == trust.PENDING
-                         else f"needs-input: {', '.join(svc.get('needs_input') or ())}"
-                         if svc["trust"] == trust.NEEDS_INPUT else svc["trust"])
+            # a project's server is found from its project only: the hint names it
+            root = f" --project-root {shlex.quote(str(settings.project_root))}" \
+                if svc.get("provenance") == "project" else ""
+            if svc["trust"] == trust.PENDING:
+                flags.append(f"{svc['trust']}: {trust.approve_hint(svc['name'])}{where}{root}")
+            elif svc["trust"] == trust.NEEDS_INPUT:
+                flags.append(f"needs-input: {', '.join(svc.get('needs_input') or ())}")
+            else:
+                flags.append(svc["trust"])
         if not svc["enabled"]:
             flags.append("disabled")
         if svc["registered"]:

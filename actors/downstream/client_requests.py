@@ -11,6 +11,7 @@ import itertools
 from typing import Any, Callable
 
 import gevent
+from loguru import logger
 
 from actors.messages import ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, mcp
@@ -74,7 +75,13 @@ class ClientRequests:
         """
         need = NEEDS.get(req.method)
         if need not in client_caps:
-            req.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND, f"this client does not support {need}"))
+            # troupe declares every capability it relays to every upstream (mcp.relayed_client_capabilities):
+            # a client without this one is not asked, and the server hears why
+            why = (f"troupe refuses {req.method}: the client whose call triggered it did not declare "
+                   f"the {need} capability")
+            logger.bind(server=req.server).info("refused the server's {}: the client did not declare {}",
+                                                req.method, need)
+            req.on_reply(UpstreamError(jsonrpc.METHOD_NOT_FOUND, why, server=req.server))
             return None
         if sink is None:
             req.on_reply(UpstreamError(jsonrpc.INTERNAL_ERROR, "no open stream to the client"))

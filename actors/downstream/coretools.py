@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from actors.downstream.metatools import META_NAMES, MetaError, _tool, text_result
+from actors.trust import provenance as trust
 from actors.workflows import tools as workflow_tools
 
 _NAME = {"name": {"type": "string", "description": "Server name, as core_mcpserver_list shows it."}}
@@ -79,8 +80,9 @@ def _control(action: str) -> Callable:
 def _register(runtime, args) -> dict:
     entry = runtime.register_server(dict(args))
     name = entry.get("name", args.get("name")) if isinstance(entry, dict) else args.get("name")
+    command = trust.approve_hint(name, runtime.approve_config)
     return {"registered": entry, "state": "pending-approval",
-            "next": f"nothing runs until the operator approves it: `troupe approve {name}` "
+            "next": f"nothing runs until the operator approves it: `{command}` "
                     f"(or the dashboard); `troupe approvals` lists what waits"}
 
 

@@ -21,6 +21,15 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 RELAYED_REQUESTS = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
                     "roots/list": "roots"}
 RELAY_CAPABILITIES = tuple(dict.fromkeys(RELAYED_REQUESTS.values()))
+# What troupe declares to every upstream, in its initialize and in the capabilities envelope of
+# its own modern requests: all it can relay, whichever client connects first, so that a server
+# lists the same tools (and its pin does not depend on who came first). A question no current
+# client can take is refused upstream with an error naming the capability. Roots changes are
+# relayed (a client's notifications/roots/list_changed goes to every upstream); elicitation is
+# form mode and sampling without tools, the forms every client with the capability takes.
+def relayed_client_capabilities() -> dict:
+    """A fresh copy each call: the caller may put it in a message it sends."""
+    return {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
 
 LIST_METHODS = {
     "tools": ("tools/list", "tools"),

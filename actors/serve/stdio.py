@@ -8,14 +8,13 @@ from gevent.fileobject import FileObjectPosix
 from loguru import logger
 
 from actors.messages import ClientGone, ClientMessage
-from actors.protocol import inbound, jsonrpc, modern
+from actors.protocol import inbound, jsonrpc
 from actors.downstream.session import Session
 from actors.tells import tell
 from actors.serve.stream_buffer import StreamStats, WriterGate, droppable
 from actors.transports.pipe_writer import PipeWriter
 
 MAX_LINE = 16 * 1024 * 1024
-FIRST_MESSAGE_WAIT = 2.0  # how long upstreams wait to learn the client's capabilities
 STDOUT_FLUSH_WAIT = 1.0  # at the end, for the last answers to be taken by the client
 PEER = "stdio client"  # who the boundary's log lines name
 
@@ -40,21 +39,14 @@ def serve(runtime, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             out.write(data)
 
     inp = FileObjectPosix(os.dup(stdin_fd), "rb")
-    # A stdio client sends initialize (or, modern, a request with its capabilities in _meta) as
-    # soon as it has spawned us: those capabilities tell what troupe may advertise to legacy
-    # upstreams (sampling, elicitation, roots), so the upstream connections start once it is
-    # read (or after a short wait for a silent client).
-    first = None
-    with gevent.Timeout(FIRST_MESSAGE_WAIT, False):  # pyright: ignore[reportArgumentType]  # stubs lack documented False
-        first = inp.readline(MAX_LINE + 1)
-    runtime.set_upstream_capabilities(_capabilities_of(first))
-    runtime.start()
+    # Upstreams start at once: what they are told troupe can relay is the same whoever the client
+    # is (Runtime.client_caps), so nothing waits for this client's capabilities.
+    runtime.start()  # a no-op when main started it
     client = StdioClient(runtime, sink)
-    pending = [first] if first is not None else []
     gone = False  # stdin reached EOF: the client left (else troupe was stopped, or ended a slow reader)
     try:
         while True:
-            line = pending.pop() if pending else inp.readline(MAX_LINE + 1)
+            line = inp.readline(MAX_LINE + 1)
             if not line:
                 gone = True
                 break
@@ -155,20 +147,3 @@ class StdioClient:
 
 def _ignore(message) -> None:
     pass
-
-
-def _capabilities_of(line: bytes | None) -> dict:
-    try:
-        msg = jsonrpc.decode(line) if line else None
-    except ValueError:
-        return {}
-    if not isinstance(msg, dict) or not isinstance(msg.get("params"), dict):
-        return {}
-    params = msg["params"]
-    if msg.get("method") == "initialize":
-        caps = params.get("capabilities")
-    elif modern.is_modern(params):  # a modern client (its server/discover probe, say) declares them per request
-        caps = params["_meta"].get(modern.META_CAPABILITIES)
-    else:
-        caps = None
-    return caps if isinstance(caps, dict) else {}

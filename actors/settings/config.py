@@ -41,7 +41,7 @@ from actors.settings.model import (
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_HEADER_TIMEOUT_S", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_SESSIONS",
            "DEFAULT_SESSION_IDLE_S", "DEFAULT_TIMEOUT", "MODES", "SERVE_TRANSPORTS", "SERVER_NAME",
            "TRANSPORT_TYPES", "Config", "ConfigError", "HttpSpec", "PolicySpec", "ServeConfig", "ServerConfig",
-           "StdioSpec", "claude_entry_to_server", "expand", "from_data", "load", "with_overrides"]
+           "StdioSpec", "claude_entry_to_server", "expand", "file_of", "from_data", "load", "with_overrides"]
 
 # The embedded default: beside the package in a checkout or editable install, under
 # the prefix's config/ (setup.cfg data_files) in a regular install.
@@ -104,6 +104,14 @@ def load(path: str | os.PathLike | None = None) -> Config:
     file = Path(path) if path else DEFAULT_CONFIG
     loc = read(file)
     return from_data(loc.data, file=str(file), located=loc)
+
+
+def file_of(config: Config) -> str | None:
+    """The absolute path of the file `config` was loaded from; None for the embedded default or a dict."""
+    if not config.path or config.path.startswith("<"):
+        return None
+    path = os.path.abspath(config.path)
+    return None if path == os.path.abspath(DEFAULT_CONFIG) else path
 
 
 def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -> Config:

@@ -58,8 +58,11 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     def __init__(self, servers, registry: pykka.ActorRef, bus: BusClient, *, policy: Policy = Policy(),
                  mode: str = "meta", transport_factory=make_transport, client_capabilities=None,
                  directory: Publisher[Directory] | None = None, settled: gevent.event.Event | None = None,
-                 route_server_request=None, trust_box: Published[TrustSnapshot] | None = None, placement=None) -> None:
+                 route_server_request=None, trust_box: Published[TrustSnapshot] | None = None, placement=None,
+                 on_directory=None, approve_config: str | None = None) -> None:
         super().__init__()
+        self._approve_config = approve_config  # the --config its approval hints name (trust.approve_hint)
+        self._on_directory = on_directory  # told each new Directory (only a tell: the TrustKeeper's record)
         # Read-only: the TrustKeeper owns it and tells us TrustChanged when it is replaced.
         self.trust = trust_box or Published.constant(TrustSnapshot())
         self.registry, self.bus, self.policy, self.mode = registry, bus, policy, mode
@@ -115,6 +118,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         clients, now = self.clients.views(), self.directory.current
         if views != dict(now.servers) or clients != now.clients:
             self.directory.publish(Directory(now.version + 1, MappingProxyType(views), clients))
+            if self._on_directory is not None:
+                self._on_directory(self.directory.current)
 
     def _dispatch(self, message) -> None:
         if self.clients.receive(message, self.children.get, lambda child: self._verdict(child) == trust.ALLOWED):
@@ -216,8 +221,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
             if child.state != ServerState.PENDING_APPROVAL:
                 self.bus.publish(ApprovalAwaited(child.config.name, child.config.provenance,
                                                  child.config.origin_file or ""))
-            self._set_state(child, ServerState.PENDING_APPROVAL,
-                            f"{child.config.provenance} server; run `{trust.approve_hint(child.config.name)}`")
+            command = trust.approve_hint(child.config.name, self._approve_config)
+            self._set_state(child, ServerState.PENDING_APPROVAL, f"{child.config.provenance} server; run `{command}`")
         return False
 
     def _trust_changed(self) -> None:
@@ -369,7 +374,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         action = msg.action
         if action in ("restart", "start", "enable") and self._verdict(child) != trust.ALLOWED:
             _fail(msg.reply, PermissionError(f"{msg.server} is {self._verdict(child)}: only an operator can "
-                                             f"approve it (`{trust.approve_hint(msg.server)}`)"))
+                                             f"approve it (`{trust.approve_hint(msg.server, self._approve_config)}`)"))
             return
         if action in ("restart", "start", "enable"):
             if action == "enable" or not child.config.enabled:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
 import orjson
 
 from actors.settings import config as config_mod
-from actors.trust import ledger
+from actors.trust import cli_running, ledger, running
 from actors.trust import provenance as trust
+from actors.trust.cli_running import approve_command
 from actors.trust.report import server_row, withheld_rows
 from actors.tells import tell
 
@@ -44,7 +46,7 @@ def run(command: str, argv: list[str]) -> int:
             result = _remote(command, args)
         else:
             result = _local(command, args)
-    except (LookupError, ValueError, ledger.LedgerError, OSError) as exc:
+    except (LookupError, ValueError, ledger.LedgerError, OSError, cli_running.NotApplied) as exc:
         print(f"troupe {command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
@@ -53,23 +55,32 @@ def run(command: str, argv: list[str]) -> int:
         print(render(result))
     else:
         where = f", recorded in {result['approvals_file']}" if result.get("approvals_file") else ""
+        if result.get("applied_by"):
+            where += f"; applied by the running troupe (pid {', '.join(map(str, result['applied_by']))})"
+        elif result.get("note"):
+            where += f"; {result['note']}"
         print(f"{result['server']}: {result['decision']} ({result.get('launch') or ''}){where}")
     return EXIT_OK
 
 
 def render(rows: list[dict]) -> str:
+    """Each row with the command that decides it, as it runs from any directory: its `config`
+    and `options` (what else finds it: --url, --home, --project-root) are part of it."""
     if not rows:
         return "nothing waits for approval"
     out = []
+
+    def command(verb: str, row: dict) -> str:
+        return approve_command(verb, row["name"], row.get("config")) + row.get("options", "")
     for row in rows:
         if row["what"] == "server":
             out.append(f"{row['name']}  [{row['provenance']}] {row.get('launch') or ''}")
             if row.get("file"):
                 out.append(f"    from {row['file']}")
-            out.append(f"    troupe approve {row['name']}   |   troupe deny {row['name']}")
+            out.append(f"    {command('approve', row)}   |   {command('deny', row)}")
         else:
             out.append(f"{row['name']}  {row['what']} {row['item']!r} is {row['change']}; "
-                       f"withheld until `troupe approve {row['name']}`")
+                       f"withheld until `{command('approve', row)}`")
             out.extend("    " + line for line in (row.get("diff") or "").splitlines())
     return "\n".join(out)
 
@@ -94,7 +105,13 @@ def _remote(command: str, args) -> Any:
     if resp.status_code != 200:
         raise LookupError(f"{base} answered {resp.status_code}: {resp.text[:200]}")
     body = resp.json()
-    return body["approvals"] if command == "approvals" else body
+    if command != "approvals":
+        return body
+    rows = body["approvals"]
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict):
+            row["options"] = f" --url {shlex.quote(base)}"  # the token is never printed: --token or its env
+    return rows
 
 
 # ---------------------------------------------------------------- offline
@@ -103,25 +120,65 @@ def _local(command: str, args) -> Any:
     config = config_mod.load(args.config)
     home = args.home or config.discovery.get("home")
     path = config.approvals_file or ledger.default_path(os.path.expanduser(home) if home else None)
+    # What running troupes have, from whatever config: their records sit beside the file (a
+    # cluster's instances too, though the approvals themselves live in its Redis).
+    records = running.live(path)
     book: Any = ledger.Ledger(path)
     if config.cluster is not None:  # a cluster's approvals live in its Redis, for every instance
         from actors.cluster.shared import SharedState
         book = SharedState(config.cluster).ledger(path)
-        path = book.path
     snapshot = ledger.snapshot(book.read(), 1)
+    if command != "approvals":
+        found = cli_running.matches(records, args.name, args.config)
+        if found:
+            return cli_running.decide(command, args.name, found, book, path, shown=book.path)
+    path = str(book.path)
     servers = list(config.servers) + list(_discovered(config, args))
     if command == "approvals":
-        return waiting_offline(servers, snapshot)
+        offline = waiting_offline(servers, snapshot)
+        for row in offline:  # found from this config, home and project only: the command says them
+            row["config"] = config_mod.file_of(config)
+            row["options"] = _finding_options(args, row)
+        return _merged(cli_running.rows(records, snapshot), offline)
     server = next((s for s in servers if s.name == args.name), None)
     if server is None:
-        raise LookupError(f"no server named {args.name!r} here; `troupe approvals` lists what waits "
-                          f"(PATH-probed servers: use --url with the running troupe)")
+        raise LookupError(f"no running troupe and no config here has a server named {args.name!r}; "
+                          f"`troupe approvals` lists what waits")
     decision = ledger.APPROVED if command == "approve" else ledger.DENIED
     shown = trust.shown_launch(server)
     entry, _ = book.update(lambda data: dict(ledger.decide(data, trust.identity_key(server), server.name, decision,
                                                         server.provenance, shown)))
     return {"server": server.name, "decision": decision, "provenance": server.provenance, "launch": shown,
-            "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path}
+            "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path,
+            "note": "no running troupe has it: the decision applies when troupe starts it"}
+
+
+def _finding_options(args, row: dict) -> str:
+    """The options besides --config that found an offline row: --home as given, and the project
+    for a project's server (found from that directory only)."""
+    parts = []
+    if args.home:
+        parts += ["--home", os.path.abspath(os.path.expanduser(args.home))]
+    if row.get("provenance") == trust.PROJECT:
+        parts += ["--project-root", os.path.abspath(args.project_root or os.getcwd())]
+    return "".join(f" {shlex.quote(p)}" for p in parts)
+
+
+def _merged(from_running: list[dict], offline: list[dict]) -> list[dict]:
+    """Rows of running troupes first; an offline row repeating one of them is dropped. A running
+    troupe's row needs no --config (its record finds it) unless troupes of two configs share the
+    name; an offline row keeps what found it."""
+    key = lambda row: (row["name"], row["what"], row.get("item"), row.get("launch"))  # noqa: E731
+    seen = {key(row) for row in from_running}
+    configs: dict[str, set] = {}
+    for row in from_running:
+        configs.setdefault(row["name"], set()).add(row.get("config"))
+    for row in from_running:
+        if len(configs[row["name"]]) < 2:
+            row.pop("config", None)
+        elif row.get("config") is None:
+            row["config"] = str(config_mod.DEFAULT_CONFIG)
+    return from_running + [row for row in offline if key(row) not in seen]
 
 
 def waiting_offline(servers, snapshot) -> list[dict]:

@@ -1,6 +1,7 @@
 """TrustKeeper actor: the one owner of the approvals file and of the TrustSnapshot readers use."""
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -11,9 +12,10 @@ from loguru import logger
 from actors.events.bus import BusClient
 from actors.events.kinds import ApprovalDecided, ToolDefinitionChanged
 from actors.published import Publisher
-from actors.trust import ledger
+from actors.trust import ledger, running
+from actors.trust import provenance as trust
 from actors.trust.ledger import Ledger, LedgerError, TrustSnapshot
-from actors.trust.messages import Decide, PinFirstSight, ReportWithheld, TrustChanged, WatchTrust
+from actors.trust.messages import Decide, PinFirstSight, ReportWithheld, ServersSeen, TrustChanged, WatchTrust
 from actors.tells import tell
 
 POLL_INTERVAL = 1.0  # seconds between stats of the file: `troupe approve` is seen within ~1 s
@@ -38,16 +40,28 @@ class TrustKeeper(pykka.ThreadingActor):
     publishes each new TrustSnapshot (it alone holds the Publisher of the Published[TrustSnapshot]
     everyone else reads), then tells WatchTrust subscribers.
 
-    Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, WatchTrust, and _Poll
-    and _Flush from its own poll greenlet and write timer.
+    With `record` it also keeps this process's running record (actors/trust/running.py) beside
+    the file: the name, identity and trust state of each server this troupe has (from ServersSeen),
+    rewritten when one changes and removed at stop, for `troupe approve NAME` to find.
+
+    Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, WatchTrust, ServersSeen,
+    and _Poll and _Flush from its own poll greenlet and write timer.
     Sends: TrustChanged to subscribers; ApprovalDecided and ToolDefinitionChanged to the bus.
     A file that cannot be read keeps the last good snapshot (at start: nothing approved),
     so a broken file never approves anything.
     """
 
     def __init__(self, path: str, box: Publisher[TrustSnapshot], bus: BusClient | None = None,
-                 poll_interval: float = POLL_INTERVAL, ledger: Any = None) -> None:
+                 poll_interval: float = POLL_INTERVAL, ledger: Any = None, record: bool = False,
+                 config_file: str | None = None, approve_config: str | None = None) -> None:
         super().__init__()
+        self._path = path
+        # the running record: written only by a runtime that serves (record), naming its config file
+        self._record, self._config_file = record, config_file
+        self._approve_config = approve_config  # the --config its approval hints name (trust.approve_hint)
+        self._identities: dict[str, tuple] = {}  # server name → (its ServerConfig, identity, shown launch)
+        self._recorded: dict | None = None  # the servers as last written to the record
+        self._record_path = running.record_path(path, secrets.token_hex(4))
         # A cluster passes its RedisLedger (same stamp/read/update): Redis replaces the file then.
         self.ledger = ledger or Ledger(path)
         self.box, self.bus = box, bus
@@ -64,6 +78,8 @@ class TrustKeeper(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self._reload()
+        if self._record:
+            running.prune(self._path)  # records a killed troupe left behind
         if self._interval > 0:
             self._poller = gevent.spawn(self._poll_loop)
 
@@ -73,6 +89,11 @@ class TrustKeeper(pykka.ThreadingActor):
         if self._flush_timer is not None:
             self._flush_timer.kill(block=False)
         self._flush()  # pins seen this run are kept
+        if self._recorded is not None:
+            try:
+                running.remove(self._record_path)
+            except OSError as exc:
+                logger.warning("trust: cannot remove {}: {}", self._record_path, exc)
 
     def _poll_loop(self) -> None:
         while True:
@@ -98,6 +119,8 @@ class TrustKeeper(pykka.ThreadingActor):
                 self._queue(key, lambda data: ledger.pin_first_sight(data, identity, name, items, extend))
             case ReportWithheld():
                 self._withheld(message)
+            case ServersSeen(directory=directory):
+                self._servers_seen(directory)
             case _:
                 logger.warning("trust: unknown message {!r}", message)
 
@@ -187,7 +210,31 @@ class TrustKeeper(pykka.ThreadingActor):
         self._queue(("withheld", msg.identity), lambda data: ledger.withhold(data, msg.identity, msg.name,
                                                                            withheld))
         for kind, item, change in fresh:
-            logger.bind(server=msg.name).warning("{} {!r} is {}; withheld until `troupe approve {}`",
-                                                 kind[:-1], item, change["kind"], msg.name)
+            logger.bind(server=msg.name).warning("{} {!r} is {}; withheld until `{}`", kind[:-1], item,
+                                                 change["kind"], trust.approve_hint(msg.name, self._approve_config))
             # announced once the snapshot holds it: a reader the event wakes finds it there
             self._announce.append(ToolDefinitionChanged(msg.name, item, kind, change["kind"], change["diff"]))
+
+    # ---------------------------------------------------------------- the running record
+
+    def _servers_seen(self, directory) -> None:
+        if not self._record:
+            return
+        identities, servers = {}, {}
+        for name, view in directory.servers.items():
+            known = self._identities.get(name)
+            if known is None or known[0] is not view.config:  # computed once per config (it may stat PATH)
+                known = (view.config, trust.identity_key(view.config), trust.shown_launch(view.config))
+            identities[name] = known
+            state = view.state.value if view.state.value in running.GATED else running.ALLOWED
+            servers[name] = {"identity": known[1], "state": state, "provenance": view.config.provenance,
+                             "launch": known[2], "file": view.config.origin_file}
+        self._identities = identities
+        if servers == self._recorded:
+            return  # only a trust state or an identity changing rewrites it, not ready ⇄ degraded
+        try:
+            running.write(self._record_path, self._path, self._config_file, servers)
+        except OSError as exc:
+            logger.warning("trust: cannot write {}: {}", self._record_path, exc)
+            return
+        self._recorded = servers

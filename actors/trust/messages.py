@@ -78,3 +78,12 @@ class WatchTrust:
     """Told to the TrustKeeper by Runtime at start: tell `ref` a TrustChanged after every new snapshot."""
 
     ref: pykka.ActorRef
+
+
+@dataclass(frozen=True, slots=True)
+class ServersSeen:
+    """Told to the TrustKeeper by the Supervisor (through Runtime's wiring) after each new
+    Directory: every server this troupe has, for its running record (actors/trust/running.py),
+    from which `troupe approve NAME` learns the identity and the state the running troupe sees."""
+
+    directory: Any  # a supervision.directory.Directory (immutable)

@@ -43,8 +43,13 @@ def verdict(config: ServerConfig, decisions) -> str:
     return PENDING
 
 
-def approve_hint(name: str) -> str:
-    return f"troupe approve {name}"
+def approve_hint(name: str, config_file: str | None = None, command: str = "approve") -> str:
+    """The command that decides `name`, as it must be typed from any directory: plain when
+    `troupe approve` finds the running troupe by itself (its record beside the approvals file, see
+    actors/trust/running.py), with `--config FILE` (absolute) when only that config says where the
+    approvals live (trust.approvals_file, a cluster, discovery.home) or which server is meant."""
+    import shlex
+    return f"troupe {command} {shlex.quote(name)}" + (f" --config {shlex.quote(config_file)}" if config_file else "")
 
 
 def shown_launch(config: ServerConfig) -> str:

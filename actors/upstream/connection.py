@@ -255,9 +255,12 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
         if self.era == MODERN or method == modern_client.DISCOVER:
-            # Stateless: every request says who asks and what the caller can do; logs are asked per request.
-            params = modern_client.envelope(params, modern_client.relayable(client_capabilities),
-                                            log_level or self.log_level)
+            # Stateless: every request says who asks and what the caller can do; logs are asked per
+            # request. A client's call declares what that client can take; troupe's own requests (its
+            # listings, above all) declare everything troupe relays, as its initialize does, so that
+            # the lists do not depend on which client is connected.
+            caps = client_capabilities if origin is not None else self._client_caps
+            params = modern_client.envelope(params, modern_client.relayable(caps), log_level or self.log_level)
         assert self.transport is not None  # set in on_start before any request: only a ready server gets calls
         try:
             if client is None:

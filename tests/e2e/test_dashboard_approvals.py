@@ -156,3 +156,33 @@ def test_a_withheld_tool_change_shows_its_diff_and_one_approve_takes_it(http_tro
         assert "rug__exfiltrate" in tools()
     finally:
         client.close()
+
+
+def test_the_command_the_page_shows_approves_from_any_directory(tmp_path, browser):
+    """The hint in the page's event log, run as printed from another directory with another
+    PATH, approves the server the page shows waiting, and the page sees it start."""
+    import os
+    import re
+    import shlex
+    import subprocess
+
+    home, proj, elsewhere = tmp_path / "home", tmp_path / "proj", tmp_path / "elsewhere"
+    for d in (home, proj, elsewhere):
+        d.mkdir()
+    ran = tmp_path / "ran"
+    (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": marker_server(ran)}}))
+    t = _discovery_troupe(tmp_path, home, proj)
+    try:
+        page = browser.open(t.base + "/")
+        wait_until(lambda: _cards(page) == ["proj"], 20, message="proj under Waiting for approval")
+        hint = wait_until(lambda: (m := re.search(r"`(troupe approve [^`]+)`", page.text("#events") or "")) and m[1],
+                          20, message="the page's event log names the command")
+        argv = shlex.split(hint)
+        done = subprocess.run([PYTHON, "-m", "actors.main", *argv[1:]], cwd=elsewhere, capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "PATH": "/usr/bin:/bin",
+                                                          "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr
+        wait_until(ran.exists, 10, message="the approved server ran")
+        wait_until(lambda: page.rows().get("proj", ("",))[0] == "ready", 20, message="proj ready on the page")
+    finally:
+        assert t.stop() == 0

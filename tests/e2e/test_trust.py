@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -264,5 +266,105 @@ def test_approval_over_http_needs_the_token_and_reaches_the_running_troupe(proje
         denied = troupe_cli("deny", "proj", "--url", troupe.base, "--token", "s3cret", home=home, cwd=proj)
         assert denied.returncode == 0, denied.stderr
         wait_until(lambda: state() == "denied", 10, message="denied over HTTP")
+    finally:
+        troupe.stop()
+
+
+HINT = re.compile(r"`(troupe (?:approve|deny) [^`]+)`")
+
+
+def _hints(lines: list[str], *needles: str) -> list[str]:
+    """The commands troupe's log lines containing every needle tell the operator to run."""
+    return [m.group(1) for line in list(lines) if all(n in line for n in needles) for m in HINT.finditer(line)]
+
+
+def _run_as_printed(hint: str, cwd: Path, path: str) -> subprocess.CompletedProcess:
+    """The hint as a shell would run it: `troupe` is this checkout's entry point, started from
+    another directory with another PATH than the running troupe's."""
+    argv = shlex.split(hint)
+    assert argv[0] == "troupe", hint
+    return subprocess.run([PYTHON, "-m", "actors.main", *argv[1:]], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)})
+
+
+def test_every_approval_hint_runs_as_printed_from_elsewhere_with_another_path(project, tmp_path):
+    """troupe runs servers by absolute commands in a directory on its own PATH; the operator's
+    shell is elsewhere, with a PATH that lacks it. Each hint troupe logs, run as printed there,
+    reaches the running troupe: the withheld tool shows up and the registered server starts."""
+    home, proj = project
+    bin_dir, elsewhere, marker = tmp_path / "bin", tmp_path / "elsewhere", tmp_path / "sneaky-ran"
+    bin_dir.mkdir()
+    elsewhere.mkdir()
+    for name, body in (("rug-mcp", f"exec {PYTHON} -m tests.servers.rug_pull"),
+                       ("sneaky-mcp", f"echo ran >> {marker}; exec {PYTHON} -m tests.servers.echo")):
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\ncd {ROOT}\n{body}\n")
+        script.chmod(0o755)
+    cfg = _discovery_config(tmp_path, home, proj)
+    data = yaml.safe_load(cfg.read_text())
+    data["servers"].append({"name": "rug", "transport": {"type": "stdio", "stdio": {
+        "command": str(bin_dir / "rug-mcp")}}})
+    cfg.write_text(yaml.safe_dump(data))
+    shell_path = os.environ["PATH"]
+    troupe = Troupe(cfg, "--log-level", "info", env={"PATH": f"{bin_dir}{os.pathsep}{shell_path}"})
+    try:
+        troupe.initialize()
+
+        def tools():
+            return {t["name"]: t for t in troupe.request("tools/list")["result"]["tools"]}
+        assert tools()["rug__weather"]["description"] == HONEST
+        assert text_of(troupe.call("rug__flip")) == "flipped"
+        withheld = wait_until(lambda: _hints(troupe.stderr, "'weather'", "withheld"), timeout=10,
+                              message="the withheld tool's hint logged")
+        reply = troupe.call("core_mcpserver_register", {"name": "sneaky", "command": str(bin_dir / "sneaky-mcp")})
+        assert "pending-approval" in text_of(reply)
+        pending = wait_until(lambda: _hints(troupe.stderr, "sneaky", "pending-approval"), timeout=10,
+                             message="the pending server's hint logged")
+        # `troupe approvals`, run from there too, lists both with the same commands
+        listed = _run_as_printed("troupe approvals", elsewhere, shell_path)
+        assert listed.returncode == 0, listed.stderr
+        assert {*withheld, *pending} <= {m.group(1) for m in HINT.finditer(listed.stdout)} | set(
+            re.findall(r"(troupe approve \S+)   \|", listed.stdout)), listed.stdout
+        for hint in {*withheld, *pending}:
+            done = _run_as_printed(hint, elsewhere, shell_path)
+            assert done.returncode == 0, f"{hint}: {done.stderr}"
+        wait_until(lambda: tools().get("rug__weather", {}).get("description") == POISONED, timeout=5,
+                   message="the approved definition shown")
+        wait_until(lambda: troupe.server_status("sneaky")["state"] == "ready", timeout=15,
+                   message="the approved server started")
+        assert marker.exists()
+        assert "applied by the running troupe" in _run_as_printed(pending[0], elsewhere, shell_path).stdout
+        records = Path(os.environ["TROUPE_CONFIG_DIR"]) / "running"
+        assert len(list(records.glob("*.json"))) == 1  # this troupe's, beside the approvals file
+    finally:
+        assert troupe.close() == 0
+    assert not list(records.glob("*.json"))  # removed when it stopped
+
+
+def test_an_approval_from_a_shell_with_another_path_is_the_one_the_troupe_applies(project, tmp_path):
+    """The approval key is the launch line as the running troupe resolves it: `troupe approve`
+    from a shell whose PATH lacks the server's directory approves that same server, and says so
+    only once the running troupe has applied it."""
+    home, proj = project
+    bin_dir, marker = tmp_path / "bin", tmp_path / "ran"
+    bin_dir.mkdir()
+    script = bin_dir / "proj-mcp"
+    script.write_text(f"#!/bin/sh\ncd {ROOT}\necho ran >> {marker}\nexec {PYTHON} -m tests.servers.echo\n")
+    script.chmod(0o755)
+    (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": {"command": str(script)}}}))
+    shell_path = os.environ["PATH"]
+    troupe = TroupeHttp(_discovery_config(tmp_path, home, proj), env={"PATH": f"{bin_dir}{os.pathsep}{shell_path}"})
+    try:
+        def state():
+            servers = requests.get(troupe.base + "/status", timeout=10).json()["servers"]
+            return next((s["state"] for s in servers if s["name"] == "proj"), None)
+        wait_until(lambda: state() == "pending-approval", 20, message="proj waits")
+        done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "proj", "--config",
+                               str(tmp_path / "troupe.yaml")], cwd=proj, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PATH": shell_path, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: state() == "ready", 15, message="the approved server started")
+        assert marker.exists()
+        assert "applied by the running troupe" in done.stdout
     finally:
         troupe.stop()

@@ -11,7 +11,7 @@ from actors.catalogue.registry import Registry
 from actors.catalogue.snapshot import Catalogue
 from actors.published import Published
 from actors.events.bus import BusClient, EventBus
-from actors.protocol import modern_client
+from actors.protocol import mcp, modern_client
 from actors.settings.config import ServerConfig, StdioSpec
 from actors.supervision.directory import Directory
 from actors.supervision.policy import Policy
@@ -85,13 +85,14 @@ class Scripted:
 def start():
     Scripted.log, Scripted.opened = [], []
 
-    def run(behaviour: str):
+    def run(behaviour: str, client_capabilities: dict | None = None):
         Scripted.behaviour = behaviour
         bus = BusClient(EventBus.start())
         registry = Registry.start(Published.create(Catalogue())[1], bus)
         directory, writer = Published.create(Directory())
         supervisor = Supervisor.start([ServerConfig("s", "stdio", stdio=StdioSpec("never-run"))], registry, bus,
-                                      policy=FAST, transport_factory=Scripted, directory=writer)
+                                      policy=FAST, transport_factory=Scripted, directory=writer,
+                                      client_capabilities=client_capabilities)
         wait_until(lambda: (v := directory.current.get("s")) is not None and v.state == "ready", 10, message="ready")
         return supervisor, directory
     yield run
@@ -139,6 +140,22 @@ def test_modern_server_gets_the_envelope_and_no_handshake(start):
     Scripted.log.clear()
     restart(supervisor, directory)
     assert methods()[0] == "server/discover" and "initialize" not in methods()
+
+
+def test_both_eras_hear_everything_troupe_relays_in_troupes_own_requests(start):
+    """What a Runtime declares (mcp.relayed_client_capabilities): in a legacy server's initialize,
+    and in the envelope of troupe's own modern requests (its listings), whoever the clients are."""
+    relayed = mcp.relayed_client_capabilities()
+    start("legacy", relayed)
+    opening = next(m for m in Scripted.log if m.get("method") == "initialize")
+    assert opening["params"]["capabilities"] == relayed
+    pykka.ActorRegistry.stop_all()
+    Scripted.log = []
+    start("modern", relayed)
+    listing = next(m for m in Scripted.log if m.get("method") == "tools/list")
+    assert listing["params"]["_meta"][modern_client.META_CAPABILITIES] == relayed
+    probe = next(m for m in Scripted.log if m.get("method") == "server/discover")
+    assert probe["params"]["_meta"][modern_client.META_CAPABILITIES] == relayed
 
 
 def test_server_that_exits_on_the_probe_is_respawned_as_legacy(start):

@@ -1,0 +1,71 @@
+"""`troupe approve NAME` against the running records troupes keep beside the approvals file:
+it finds a server whatever config it came from, decides it under the running troupe's own
+identity, refuses to guess between two configs, and never reports a decision the troupe did
+not apply as done."""
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from actors.trust import cli, cli_running, ledger, running
+
+
+def _record(approvals: str, servers: dict, config: str | None = None, pid: int | None = None,
+            runtime: str = "t") -> None:
+    path = running.folder(approvals) / f"{pid or os.getpid()}-{runtime}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps({"pid": pid or os.getpid(), "config": config, "approvals_file": approvals,
+                                   "servers": servers}))
+
+
+def _pending(identity: str) -> dict:
+    return {"identity": identity, "state": running.PENDING, "provenance": "project", "launch": "x", "file": None}
+
+
+@pytest.fixture
+def approvals(tmp_path, monkeypatch):
+    monkeypatch.setenv("TROUPE_CONFIG_DIR", str(tmp_path))
+    return ledger.default_path()
+
+
+def test_a_record_written_by_a_process_that_is_gone_is_not_read(approvals):
+    _record(approvals, {"a": _pending("stdio:a")})
+    _record(approvals, {"b": _pending("stdio:b")}, pid=2 ** 22 + 12345, runtime="gone")  # no such pid
+    assert [sorted(r["servers"]) for r in running.live(approvals)] == [["a"]]
+    running.prune(approvals)  # what a troupe does at start: a killed one's record goes
+    assert [p.name for p in running.folder(approvals).iterdir()] == [f"{os.getpid()}-t.json"]
+
+
+def test_a_decision_the_running_troupe_does_not_apply_is_not_reported_as_done(approvals, monkeypatch, capsys):
+    _record(approvals, {"srv": _pending("stdio:/opt/bin/srv --flag")})  # this process never applies it
+    monkeypatch.setattr(cli_running, "CONFIRM_TIMEOUT", 0.3)
+    assert cli.run("approve", ["srv"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "not allowed after 0.3s" in err and "recorded in" in err
+    # the decision is in the file, under the running troupe's identity (not one this shell computed)
+    data = ledger.Ledger(approvals).read()
+    assert data["servers"]["stdio:/opt/bin/srv --flag"]["decision"] == ledger.APPROVED
+
+
+def test_a_decision_the_troupe_applies_is_reported_with_its_pid(approvals, capsys):
+    # a troupe that shows the server allowed already (its withheld tools were what waited)
+    _record(approvals, {"srv": {**_pending("stdio:srv"), "state": running.ALLOWED}})
+    assert cli.run("approve", ["srv"]) == cli.EXIT_OK
+    assert f"applied by the running troupe (pid {os.getpid()})" in capsys.readouterr().out
+
+
+def test_two_configs_with_a_server_of_one_name_are_never_guessed_between(approvals, tmp_path, capsys):
+    one, two = str(tmp_path / "one.yaml"), str(tmp_path / "two.yaml")
+    _record(approvals, {"srv": _pending("stdio:srv one")}, config=one, runtime="one")
+    _record(approvals, {"srv": _pending("stdio:srv two")}, config=two, runtime="two")
+    assert cli.run("deny", ["srv"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert f"`troupe deny srv --config {one}`" in err and f"`troupe deny srv --config {two}`" in err
+    assert ledger.Ledger(approvals).read()["servers"] == {}  # nothing decided
+    quiet = tmp_path / "quiet.yaml"  # no discovery: the listing reads files only
+    quiet.write_text("servers: []\ndiscovery: {enabled: false}\n")
+    assert cli.run("approvals", ["--config", str(quiet)]) == cli.EXIT_OK
+    listed = capsys.readouterr().out
+    assert f"troupe approve srv --config {one}" in listed and f"troupe approve srv --config {two}" in listed
