@@ -57,3 +57,49 @@ def test_describe_tool_gives_schema_and_example_or_a_clear_error():
                                                                        "arguments": {"path": "text"}}}
     with pytest.raises(metatools.MetaError, match="unknown tool"):
         metatools.handle("describe_tool", {"name": "nope"}, cat, ())
+
+
+def _own():
+    from actors.downstream import coretools
+    return metatools.own_entries(coretools.listed(False))
+
+
+def test_list_tools_shows_troupes_own_tools_last_marked_as_troupes():
+    cat, own = _cat(120), _own()
+    first = _json(metatools.handle("list_tools", {"limit": 50}, cat, own))
+    assert first["total"] == 123 + len(own) and all(t["server"] != "(troupe)" for t in first["tools"])
+    last = _json(metatools.handle("list_tools", {"limit": 50, "offset": 123}, cat, own))
+    assert [t["name"] for t in last["tools"]] == [e.name for e in own] and last["truncated"] is False
+    status = next(t for t in last["tools"] if t["name"] == "core_status")
+    assert status["server"] == "(troupe)" and status["description"].startswith("troupe's status report")
+    assert _json(metatools.handle("list_tools", {}, cat, ()))["total"] == 123  # a client that sees none
+
+
+def test_filter_tools_finds_troupes_own_tools_by_query_pattern_and_server():
+    cat, own = _cat(50), _own()
+    found = _json(metatools.handle("filter_tools", {"query": "status report of every server"}, cat, own))
+    assert found["tools"][0]["name"] == "core_status" and found["tools"][0]["server"] == "(troupe)"
+    ranked = _json(metatools.handle("filter_tools", {"query": "read file"}, cat, own))
+    assert ranked["tools"][0]["name"] == "fs__read_file"  # a server's tool still ranks where it did
+    globbed = _json(metatools.handle("filter_tools", {"pattern": "core_mcpserver_*"}, cat, own))
+    assert {t["name"] for t in globbed["tools"]} == {"core_mcpserver_list", "core_mcpserver_get",
+                                                     "core_mcpserver_register"}
+    mine = _json(metatools.handle("filter_tools", {"server": "(troupe)", "limit": 100}, cat, own))
+    assert [t["name"] for t in mine["tools"]] == [e.name for e in own]
+    assert _json(metatools.handle("filter_tools", {"server": "fs"}, cat, own))["total"] == 2
+
+
+def test_list_core_tools_names_them_and_how_to_call_them():
+    own = _own()
+    listed = _json(metatools.handle("list_core_tools", {}, _cat(), own))
+    assert listed["total"] == len(own) and {t["server"] for t in listed["tools"]} == {"(troupe)"}
+    assert "core_status" in {t["name"] for t in listed["tools"]} and listed["call"].startswith("call_tool")
+    assert "core_service_stop" not in {t["name"] for t in listed["tools"]}  # an operator act, off by default
+
+
+def test_meta_tool_descriptions_say_where_troupes_own_tools_are():
+    described = {t["name"]: t["description"] for t in metatools.META_TOOLS}
+    assert len(described) == 11
+    for name in ("list_tools", "filter_tools", "list_core_tools", "call_tool", "describe_tool"):
+        assert "core_" in described[name], name
+    assert "call_tool" in described["list_core_tools"] and "tools/list" in described["list_core_tools"]
