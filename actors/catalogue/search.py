@@ -45,13 +45,13 @@ def fields(entry, instructions: str = "") -> dict[str, str]:
             "key": entry.name}
 
 
-def _bag(doc: dict[str, str]) -> dict[str, float]:
+def bag(doc: dict[str, str]) -> dict[str, float]:
     """A doc's words, each weighted by the fields it appears in (FIELDS)."""
-    bag = cast("dict[str, float]", Counter())  # float weights: the stub says Counter counts ints
+    words = cast("dict[str, float]", Counter())  # float weights: the stub says Counter counts ints
     for field, weight in FIELDS.items():
         for t in terms(doc.get(field, "")):
-            bag[t] += weight
-    return bag
+            words[t] += weight
+    return words
 
 
 def _bm25(bags: list[dict[str, float]], between: Callable[[], None] = never) -> dict[str, tuple]:
@@ -121,12 +121,12 @@ class Index:
         length = 0.0
         for doc in docs:
             between()
-            bag = _bag(doc)
-            bags.append(bag)
-            total = sum(bag.values()) or 1.0
+            words = bag(doc)
+            bags.append(words)
+            total = sum(words.values()) or 1.0
             length += total
             # What this tool lends a query that ranks it near the top: its words by share of its text.
-            lent.append(tuple((t, w / total) for t, w in bag.items()))
+            lent.append(tuple((t, w / total) for t, w in words.items()))
             sid = server_ids.setdefault(doc.get("server", ""), len(server_ids))
             if sid == len(server_bags):  # first tool of its server: the server's name and instructions
                 server_bags.append(Counter(terms(f"{doc.get('server', '')} {doc.get('instructions', '')}")))
@@ -166,19 +166,18 @@ class Index:
                     first[i] += idf * weight
         return first
 
-    def score_apart(self, query: str, docs: list[dict[str, str]]) -> list[float]:
-        """Each of `docs` (not in the index: troupe's own tools, which depend on who asks) scored for
-        `query` as the index would score it, with the index's word weights and average length; they
-        change nothing in the index. Only the first pass: no server blend, no feedback words, so
-        such a doc ranks at or below where the same text inside the index would."""
+    def score_apart(self, query: str, bags) -> list[float]:
+        """Each of `bags` (`bag` of a doc not in the index: troupe's own tools, which depend on who
+        asks) scored for `query` as the index would score it, with the index's word weights and
+        average length; they change nothing in the index. Only the first pass: no server blend, no
+        feedback words, so such a doc ranks at or below where the same text inside the index would."""
         words = sorted(dict.fromkeys(terms(query)))
         out = []
-        for doc in docs:
-            bag = _bag(doc)
-            norm = K1 * (1 - B + B * (sum(bag.values()) or 1.0) / self.average_length)
+        for doc in bags:
+            norm = K1 * (1 - B + B * (sum(doc.values()) or 1.0) / self.average_length)
             score = 0.0
             for term in words:
-                tf = bag.get(term)
+                tf = doc.get(term)
                 if not tf:
                     continue
                 posting = self.postings.get(term)

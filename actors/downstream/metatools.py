@@ -4,13 +4,14 @@ from __future__ import annotations
 import fnmatch
 import heapq
 import re
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
 from actors.catalogue.snapshot import Catalogue, Entry
-from actors.catalogue.search import Index, fields
+from actors.catalogue.search import Index, bag, fields
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -159,21 +160,31 @@ def example_arguments(schema: dict) -> dict:
 OWN_SERVER = "(troupe)"
 
 
-def own_entries(core_tools) -> tuple[Entry, ...]:
-    """troupe's own tools a client sees (core tool definitions), as entries of OWN_SERVER: listed and
-    searched like any tool, after the catalogue's."""
-    return tuple(Entry(t["name"], OWN_SERVER, t["name"], MappingProxyType(t)) for t in core_tools)
+@dataclass(frozen=True, slots=True)
+class OwnTools:
+    """troupe's own tools one client sees, as entries of OWN_SERVER (listed and searched like any
+    tool, after the catalogue's), with each one's search words. Which they are is fixed for a
+    Session's life, so its ToolRequests builds this once (`of`) and keeps it."""
+
+    entries: tuple = ()
+    bags: tuple = ()  # search.bag of each entry's fields, in the same order
+
+    @classmethod
+    def of(cls, core_tools) -> "OwnTools":
+        entries = tuple(Entry(t["name"], OWN_SERVER, t["name"], MappingProxyType(t)) for t in core_tools)
+        return cls(entries, tuple(bag(fields(e)) for e in entries))
 
 
-def handle(name: str, args: dict, cat: Catalogue, own: tuple = (), needs_auth: tuple | list = ()) -> dict:
+NO_OWN = OwnTools()
+
+
+def handle(name: str, args: dict, cat: Catalogue, own: OwnTools = NO_OWN, needs_auth: tuple | list = ()) -> dict:
     """Answer a non-forwarding meta-tool from the snapshot alone. `own`: troupe's own tools this
-    client sees (own_entries), listed and searched after the catalogue's tools. list_tools also
-    names the servers waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]): their tools
-    cannot be called now."""
+    client sees, listed and searched after the catalogue's tools. list_tools also names the servers
+    waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]): their tools cannot be called now."""
     if name == "list_tools":
         limit, offset = _page(args)
-        every = cat.tools + own if own else cat.tools
-        listed = _paged_summaries(every, len(every), limit, offset)
+        listed = _paged_summaries(_Then(cat.tools, own.entries), len(cat.tools) + len(own.entries), limit, offset)
         if needs_auth:
             listed["needs_authentication"] = list(needs_auth)
         return _compact(listed)
@@ -181,7 +192,7 @@ def handle(name: str, args: dict, cat: Catalogue, own: tuple = (), needs_auth: t
         tool_name = _required_str(args, "name")
         entry = cat.tool(tool_name)
         if entry is None:
-            return _describe_own(tool_name, own)
+            return _describe_own(tool_name, own.entries)
         d = dict(entry.definition)
         example = {"name": "call_tool", "arguments": {"name": entry.name,
                                                       "arguments": example_arguments(d.get("inputSchema") or {})}}
@@ -190,7 +201,7 @@ def handle(name: str, args: dict, cat: Catalogue, own: tuple = (), needs_auth: t
         return _compact(_filter(args, cat, own))
     if name == "list_core_tools":
         return text_result({"tools": [{"name": e.name, "server": OWN_SERVER, "description": e.definition["description"]}
-                                      for e in own], "total": len(own),
+                                      for e in own.entries], "total": len(own.entries),
                             "call": "call_tool {\"name\": \"<core tool>\", \"arguments\": {...}}"})
     if name == "list_resources":
         limit, offset = _page(args)
@@ -233,6 +244,21 @@ def _describe_own(name: str, entries: tuple) -> dict:
     return text_result({"tool": own, "server": OWN_SERVER, "original_name": name, "example": example})
 
 
+class _Then:
+    """Two tuples sliced as one: a page of list_tools without copying a 10,000-tool catalogue to
+    put troupe's own tools after it."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: tuple, second: tuple) -> None:
+        self.first, self.second = first, second
+
+    def __getitem__(self, cut: slice) -> tuple:
+        n = len(self.first)
+        start, stop = cut.start or 0, cut.stop
+        return self.first[start:stop] + self.second[max(0, start - n):max(0, stop - n)]
+
+
 def _paged_summaries(entries, total: int, limit: int, offset: int) -> dict:
     """Summarise only the page shown: a 10,000-tool catalogue costs one page, not 10,000 dicts."""
     page = [_tool_summary(t) for t in entries[offset:offset + limit]]
@@ -240,7 +266,7 @@ def _paged_summaries(entries, total: int, limit: int, offset: int) -> dict:
             "truncated": offset + len(page) < total}
 
 
-def _filter(args: dict, cat: Catalogue, own: tuple = ()) -> dict:
+def _filter(args: dict, cat: Catalogue, own: OwnTools = NO_OWN) -> dict:
     limit, offset = _page(args)
     query, pattern = args.get("query") or "", args.get("pattern") or ""
     server, desc = args.get("server") or "", args.get("description_filter") or ""
@@ -259,7 +285,7 @@ def _filter(args: dict, cat: Catalogue, own: tuple = ()) -> dict:
             and (desc_ok is None or desc_ok(t.definition.get("description", "")) is not None)
 
     filtered = bool(server or pattern or desc)
-    mine = tuple(e for e in own if keep(e)) if filtered else own
+    mine = [j for j, e in enumerate(own.entries) if not filtered or keep(e)]  # positions in own
     if query:
         index = _index(cat)
         rank = index.name_rank
@@ -268,12 +294,13 @@ def _filter(args: dict, cat: Catalogue, own: tuple = ()) -> dict:
         # troupe's own tools are not in the snapshot's index (who sees which depends on the client):
         # scored apart with its word weights, numbered after the catalogue's, so ties go to a server's.
         n = len(tools)
-        apart = index.score_apart(query, [fields(e) for e in mine])
-        matches += [(-score, n + j, n + j) for j, score in enumerate(apart) if score > 0]
+        apart = index.score_apart(query, [own.bags[j] for j in mine])
+        matches += [(-score, n + j, n + j) for j, score in zip(mine, apart) if score > 0]
         # Only the page shown needs ordering: the best offset+limit, ties broken by name.
         best = heapq.nsmallest(offset + limit, matches)
-        return _paged_summaries([tools[i] if i < n else mine[i - n] for _, _, i in best], len(matches), limit, offset)
+        return _paged_summaries([tools[i] if i < n else own.entries[i - n] for _, _, i in best],
+                                len(matches), limit, offset)
     matches = [t for t in tools if keep(t)] if filtered else tools
     if mine:
-        matches = tuple(matches) + mine
+        matches = tuple(matches) + tuple(own.entries[j] for j in mine)
     return _paged_summaries(matches, len(matches), limit, offset)

@@ -38,6 +38,7 @@ class ToolRequests:
                  forwarder: Forwarder, cache: CacheSide, workflows: WorkflowRequests) -> None:
         self._ctx, self._me, self._mode, self._view, self._handshake = ctx, me, mode, view, handshake
         self._fw, self._cache, self._workflows = forwarder, cache, workflows
+        self._own: metatools.OwnTools | None = None  # the core tools as the meta-tools show them, once asked
 
     def tools_list(self, rid, params, sink, msg) -> None:
         if self._fw.starting_up():
@@ -182,7 +183,9 @@ class ToolRequests:
                 self._fw.forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                own = metatools.own_entries(self._core_tools())
+                if self._own is None:
+                    self._own = metatools.OwnTools.of(self._core_tools())
+                own = self._own
                 waiting = self._view.sign_ins_in_view() if name == "list_tools" else ()
                 sink(jsonrpc.result(rid, metatools.handle(name, args, cat, own, waiting)))
         except metatools.MetaError as exc:
