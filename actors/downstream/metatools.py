@@ -300,7 +300,6 @@ def _filter(args: dict, cat: Catalogue, own: OwnTools = NO_OWN) -> dict:
         best = heapq.nsmallest(offset + limit, matches)
         return _paged_summaries([tools[i] if i < n else own.entries[i - n] for _, _, i in best],
                                 len(matches), limit, offset)
-    matches = [t for t in tools if keep(t)] if filtered else tools
-    if mine:
-        matches = tuple(matches) + tuple(own.entries[j] for j in mine)
-    return _paged_summaries(matches, len(matches), limit, offset)
+    matches = tuple(t for t in tools if keep(t)) if filtered else tools
+    extra = tuple(own.entries[j] for j in mine)
+    return _paged_summaries(_Then(matches, extra), len(matches) + len(extra), limit, offset)

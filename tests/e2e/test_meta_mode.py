@@ -11,10 +11,12 @@ import pytest
 import requests
 import yaml
 from mcp import Client
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
 
 from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
-from tests.support.troupe import Troupe, server, stdio_params, text_of, write_config
+from tests.support.troupe import Troupe, TroupeHttp, server, stdio_params, text_of, write_config
 
 META_TOOLS = ["list_tools", "describe_tool", "filter_tools", "list_core_tools", "call_tool", "list_resources",
               "describe_resource", "get_resource", "list_prompts", "describe_prompt", "get_prompt"]
@@ -79,6 +81,21 @@ def test_meta_mode_over_http(http_troupe, mode, version):
     _run(scenario())
 
 
+def test_meta_mode_over_legacy_sse(http_troupe):
+    t = http_troupe([server("echo", "tests.servers.echo")], mode="meta")
+
+    async def scenario():
+        async with sse_client(t.base + "/sse") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                assert [tool.name for tool in (await session.list_tools()).tools] == META_TOOLS
+                status = _json(await session.call_tool("call_tool", {"name": "core_status"}))
+                assert status["ready"] is True and [s["name"] for s in status["servers"]] == ["echo"]
+                core = _json(await session.call_tool("list_core_tools", {}))
+                assert "core_status" in {tool["name"] for tool in core["tools"]}
+    _run(scenario())
+
+
 TOKENS = {"hidden": "hidden-token-3b8e1f", "status": "status-token-9c2d47", "operator": "operator-token-6a0f55"}
 
 
@@ -111,8 +128,27 @@ def _modern_call(url: str, token: str, name: str, arguments: dict) -> dict:
     return requests.post(url, json=body, headers=headers, timeout=30).json()
 
 
-def test_a_core_tool_a_profile_hides_is_unknown_to_call_tool_over_http(http_troupe_with_env):
-    t = http_troupe_with_env()
+@pytest.fixture
+def profiled_http_troupe(tmp_path):
+    """troupe over HTTP with the profiles of _profiles_config, its server ready."""
+    started = []
+
+    def make() -> TroupeHttp:
+        t = TroupeHttp(_profiles_config(tmp_path))
+        started.append(t)
+
+        def status() -> dict:
+            return requests.get(t.base + "/status", headers={"Authorization": f"Bearer {TOKENS['operator']}"},
+                                timeout=10).json()
+        wait_until(lambda: all(s["state"] == "ready" for s in status()["servers"]), 30, message="echo ready")
+        return t
+    yield make
+    for t in started:
+        assert t.stop() == 0
+
+
+def test_a_core_tool_a_profile_hides_is_unknown_to_call_tool_over_http(profiled_http_troupe):
+    t = profiled_http_troupe()
     hidden = McpHttp(t.url, {"Authorization": f"Bearer {TOKENS['hidden']}"})
     shown = McpHttp(t.url, {"Authorization": f"Bearer {TOKENS['status']}"})
     try:
@@ -137,24 +173,6 @@ def test_a_core_tool_a_profile_hides_is_unknown_to_call_tool_over_http(http_trou
     finally:
         hidden.close()
         shown.close()
-
-
-@pytest.fixture
-def http_troupe_with_env(tmp_path):
-    """troupe over HTTP with the profiles of _profiles_config, its server ready."""
-    from tests.support.troupe import TroupeHttp
-    started = []
-
-    def make():
-        t = TroupeHttp(_profiles_config(tmp_path))
-        started.append(t)
-        status = lambda: requests.get(t.base + "/status", timeout=10,  # noqa: E731
-                                      headers={"Authorization": f"Bearer {TOKENS['operator']}"}).json()
-        wait_until(lambda: all(s["state"] == "ready" for s in status()["servers"]), 30, message="echo ready")
-        return t
-    yield make
-    for t in started:
-        assert t.stop() == 0
 
 
 @pytest.mark.parametrize("mode,version", ERAS)
