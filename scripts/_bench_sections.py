@@ -148,9 +148,10 @@ def meta_tools(settings, report: Report) -> dict:
         client.initialize()
         client.list_tools()  # tools/list waits for start-up to settle
         deadline = time.monotonic() + 180
-        while True:  # then the catalogue must hold the backend's tools
+        own = orjson.loads(client.call("list_core_tools", {}, timeout=60)["content"][0]["text"])["total"]
+        while True:  # then the catalogue must hold the backend's tools (list_tools adds troupe's own)
             page = client.call("list_tools", {"limit": 1}, timeout=60)
-            total = orjson.loads(page["content"][0]["text"])["total"]
+            total = orjson.loads(page["content"][0]["text"])["total"] - own
             if total >= n:
                 break
             if time.monotonic() > deadline:

@@ -148,7 +148,7 @@ def score(ranked: list[list[str]], golds: list[set[str]]) -> dict:
 
 def troupe_ranking(cat, query: str, limit: int) -> tuple[list[str], str]:
     """Original tool names, best first, and the answer's text, through the real filter_tools."""
-    result = metatools.handle("filter_tools", {"query": query, "limit": limit}, cat, ())
+    result = metatools.handle("filter_tools", {"query": query, "limit": limit}, cat)
     text = result["content"][0]["text"]
     return [cat.tool(t["name"]).original for t in json.loads(text)["tools"]], text
 
@@ -158,14 +158,14 @@ def timing(servers: list[dict], questions: list[str], copies: int, instructions:
     servers), against list_tools of 10 on the same catalogue: the floor of building an answer."""
     many = [{**s, "server_name": f"{s['server_name']}-{c}"} for c in range(copies) for s in servers]
     cat = catalogue(many, instructions)
-    metatools.handle("filter_tools", {"query": "warm up the index", "limit": 10}, cat, ())
+    metatools.handle("filter_tools", {"query": "warm up the index", "limit": 10}, cat)
 
     def p50(args_list: list[dict]) -> tuple[float, float]:
         """Wall and CPU p50: on a shared machine the CPU time is the call's own cost."""
         wall, cpu = [], []
         for args in args_list:
             t0, c0 = time.perf_counter(), time.thread_time()
-            metatools.handle(args.pop("_name"), args, cat, ())
+            metatools.handle(args.pop("_name"), args, cat)
             wall.append((time.perf_counter() - t0) * 1000)
             cpu.append((time.thread_time() - c0) * 1000)
         return statistics.median(wall), statistics.median(cpu)

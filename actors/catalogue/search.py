@@ -45,6 +45,15 @@ def fields(entry, instructions: str = "") -> dict[str, str]:
             "key": entry.name}
 
 
+def bag(doc: dict[str, str]) -> dict[str, float]:
+    """A doc's words, each weighted by the fields it appears in (FIELDS)."""
+    words = cast("dict[str, float]", Counter())  # float weights: the stub says Counter counts ints
+    for field, weight in FIELDS.items():
+        for t in terms(doc.get(field, "")):
+            words[t] += weight
+    return words
+
+
 def _bm25(bags: list[dict[str, float]], between: Callable[[], None] = never) -> dict[str, tuple]:
     """Per term: doc ids and each doc's BM25 term weight (idf applied at query time)."""
     return _weights(bags, between)[0]
@@ -109,16 +118,15 @@ class Index:
         server_of: list[int] = []
         server_ids: dict[str, int] = {}
         server_bags: list[Counter] = []
+        length = 0.0
         for doc in docs:
             between()
-            bag = cast("dict[str, float]", Counter())  # float weights: the stub says Counter counts ints
-            for field, weight in FIELDS.items():
-                for t in terms(doc.get(field, "")):
-                    bag[t] += weight
-            bags.append(bag)
-            total = sum(bag.values()) or 1.0
+            words = bag(doc)
+            bags.append(words)
+            total = sum(words.values()) or 1.0
+            length += total
             # What this tool lends a query that ranks it near the top: its words by share of its text.
-            lent.append(tuple((t, w / total) for t, w in bag.items()))
+            lent.append(tuple((t, w / total) for t, w in words.items()))
             sid = server_ids.setdefault(doc.get("server", ""), len(server_ids))
             if sid == len(server_bags):  # first tool of its server: the server's name and instructions
                 server_bags.append(Counter(terms(f"{doc.get('server', '')} {doc.get('instructions', '')}")))
@@ -129,6 +137,7 @@ class Index:
         self.postings, self.doc_weights = _weights(bags, between)
         self.server_postings = _bm25(cast("list[dict[str, float]]", server_bags), between)
         self.servers = len(server_bags)
+        self.average_length = length / len(docs) if docs else 1.0
         self.server_of = server_of
         self.lent = lent
         # Each doc's position in name order, for a cheap deterministic tie-break.
@@ -156,6 +165,26 @@ class Index:
                 if weight:
                     first[i] += idf * weight
         return first
+
+    def score_apart(self, query: str, bags) -> list[float]:
+        """Each of `bags` (`bag` of a doc not in the index: troupe's own tools, which depend on who
+        asks) scored for `query` as the index would score it, with the index's word weights and
+        average length; they change nothing in the index. Only the first pass: no server blend, no
+        feedback words, so such a doc ranks at or below where the same text inside the index would."""
+        words = sorted(dict.fromkeys(terms(query)))
+        out = []
+        for doc in bags:
+            norm = K1 * (1 - B + B * (sum(doc.values()) or 1.0) / self.average_length)
+            score = 0.0
+            for term in words:
+                tf = doc.get(term)
+                if not tf:
+                    continue
+                posting = self.postings.get(term)
+                held = len(posting[0]) if posting else 0
+                score += math.log(1 + (self.size - held + 0.5) / (held + 0.5)) * tf * (K1 + 1) / (tf + norm)
+            out.append(score)
+        return out
 
     def _best(self, scores: dict[int, float]) -> list[int]:
         """The FEEDBACK_POOL best tools, ties by name: a cut found by a sort of bare floats (in C),

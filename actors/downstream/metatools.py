@@ -4,12 +4,14 @@ from __future__ import annotations
 import fnmatch
 import heapq
 import re
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import orjson
 
 from actors.catalogue.snapshot import Catalogue, Entry
-from actors.catalogue.search import Index
+from actors.catalogue.search import Index, bag, fields
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -26,23 +28,34 @@ def _tool(name: str, description: str, properties: dict, required: tuple = (), r
             "annotations": {"readOnlyHint": read_only, "openWorldHint": not read_only}}
 
 
+# What every listing meta-tool says of troupe's own tools: the model finds them where it finds
+# any tool, and calls them the same way.
+_OWN = ("troupe's own tools (core_*: status, servers, events, workflows) are listed last, with server "
+        "\"(troupe)\"")
+
 META_TOOLS = (
-    _tool("list_tools", "List the tools of every connected MCP server (name, server, first sentence of the "
-          "description), a page at a time. Returns JSON with tools, total, limit, offset and truncated; "
+    _tool("list_tools", "List every tool you can call with call_tool: the tools of every connected MCP server "
+          "(name, server, first sentence of the description), a page at a time; workflows (workflow_*) have "
+          f"server \"(workflows)\" and {_OWN}. Returns JSON with tools, total, limit, offset and truncated; "
           "describe_tool gives a tool's whole definition.", dict(_PAGE)),
     _tool("describe_tool", "Show one tool's full definition: description, input schema and an example "
-          "call_tool invocation.",
+          "call_tool invocation. Works for any name list_tools or filter_tools shows, troupe's own core_* "
+          "tools included.",
           {"name": {"type": "string", "description": "Qualified tool name from list_tools."}}, ("name",)),
     _tool("filter_tools", "Find tools by relevance to a query (words matched in tool names, descriptions, parameters "
           "and server names; a whole task in plain words works), "
-          "or by a name glob pattern and/or server. Returns JSON like list_tools, best match first.",
+          "or by a name glob pattern and/or server. Returns JSON like list_tools, best match first; "
+          "troupe's own core_* tools are searched too (server \"(troupe)\").",
           {"query": {"type": "string", "description": "Words describing what you need."},
            "pattern": {"type": "string", "description": "Glob on the qualified name, e.g. 'github__*'."},
-           "server": {"type": "string", "description": "Only tools of this server."},
+           "server": {"type": "string", "description": "Only tools of this server (\"(troupe)\": troupe's own)."},
            "description_filter": {"type": "string", "description": "Substring that must appear in the description."},
            "case_sensitive": {"type": "boolean"}, **_PAGE}),
-    _tool("list_core_tools", "List troupe's own core_* tools (status, server management).", {}),
-    _tool("call_tool", "Call a tool by its qualified name with its arguments; returns the tool's own result unchanged.",
+    _tool("list_core_tools", "List troupe's own core_* tools (status, server management, events, workflows) with "
+          "their descriptions. They are not in tools/list: run one with call_tool {name, arguments}.", {}),
+    _tool("call_tool", "Call a tool by its qualified name with its arguments; returns the tool's own result unchanged. "
+          "Every tool list_tools, filter_tools or list_core_tools shows is called this way: a server's tool, a "
+          "workflow (workflow_*) or troupe's own (core_*, e.g. core_status).",
           {"name": {"type": "string", "description": "Qualified tool name."},
            "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says."}},
           ("name",), read_only=False),
@@ -143,12 +156,35 @@ def example_arguments(schema: dict) -> dict:
     return out
 
 
-def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth: tuple | list = ()) -> dict:
-    """Answer a non-forwarding meta-tool from the snapshot alone; list_tools also names the servers
+# The server troupe's own tools name: no server can have it (server names start with a letter or digit).
+OWN_SERVER = "(troupe)"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnTools:
+    """troupe's own tools one client sees, as entries of OWN_SERVER (listed and searched like any
+    tool, after the catalogue's), with each one's search words. Which they are is fixed for a
+    Session's life, so its ToolRequests builds this once (`of`) and keeps it."""
+
+    entries: tuple = ()
+    bags: tuple = ()  # search.bag of each entry's fields, in the same order
+
+    @classmethod
+    def of(cls, core_tools) -> "OwnTools":
+        entries = tuple(Entry(t["name"], OWN_SERVER, t["name"], MappingProxyType(t)) for t in core_tools)
+        return cls(entries, tuple(bag(fields(e)) for e in entries))
+
+
+NO_OWN = OwnTools()
+
+
+def handle(name: str, args: dict, cat: Catalogue, own: OwnTools = NO_OWN, needs_auth: tuple | list = ()) -> dict:
+    """Answer a non-forwarding meta-tool from the snapshot alone. `own`: troupe's own tools this
+    client sees, listed and searched after the catalogue's tools. list_tools also names the servers
     waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]): their tools cannot be called now."""
     if name == "list_tools":
         limit, offset = _page(args)
-        listed = _paged_summaries(cat.tools, len(cat.tools), limit, offset)
+        listed = _paged_summaries(_Then(cat.tools, own.entries), len(cat.tools) + len(own.entries), limit, offset)
         if needs_auth:
             listed["needs_authentication"] = list(needs_auth)
         return _compact(listed)
@@ -156,16 +192,17 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth:
         tool_name = _required_str(args, "name")
         entry = cat.tool(tool_name)
         if entry is None:
-            return _describe_own(tool_name, core_tools)
+            return _describe_own(tool_name, own.entries)
         d = dict(entry.definition)
         example = {"name": "call_tool", "arguments": {"name": entry.name,
                                                       "arguments": example_arguments(d.get("inputSchema") or {})}}
         return text_result({"tool": d, "server": entry.server, "original_name": entry.original, "example": example})
     if name == "filter_tools":
-        return _compact(_filter(args, cat))
+        return _compact(_filter(args, cat, own))
     if name == "list_core_tools":
-        return text_result({"tools": [{"name": t["name"], "description": t["description"]} for t in core_tools],
-                            "total": len(core_tools)})
+        return text_result({"tools": [{"name": e.name, "server": OWN_SERVER, "description": e.definition["description"]}
+                                      for e in own.entries], "total": len(own.entries),
+                            "call": "call_tool {\"name\": \"<core tool>\", \"arguments\": {...}}"})
     if name == "list_resources":
         limit, offset = _page(args)
         items = [{**dict(r.definition), "server": r.server} for r in cat.resources]
@@ -191,23 +228,35 @@ def handle(name: str, args: dict, cat: Catalogue, core_tools: tuple, needs_auth:
     raise MetaError(f"unknown meta-tool {name!r}")
 
 
-OWN_SERVER = "troupe"  # what describe_tool names as the server of troupe's own tools
-
-
-def _describe_own(name: str, core_tools: tuple) -> dict:
+def _describe_own(name: str, entries: tuple) -> dict:
     """troupe's own tool of that name (a meta-tool, or a core tool this client sees): a server's
     tool never takes such a name (catalogue.build renames it), so this is the only answer."""
-    own = next((t for t in core_tools if t["name"] == name), None)
+    own = next((dict(e.definition) for e in entries if e.name == name), None)
     meta = own is None and name in META_NAMES
     if meta:
         own = next(t for t in META_TOOLS if t["name"] == name)
     if own is None:
         raise MetaError(f"unknown tool {name!r}; use list_tools or filter_tools to find names")
     arguments = example_arguments(own.get("inputSchema") or {})
-    # A meta-tool is called directly; a core tool through call_tool as well as directly.
+    # A meta-tool is called directly; a core tool through call_tool (directly too in flat mode).
     example = {"name": name, "arguments": arguments} if meta else \
         {"name": "call_tool", "arguments": {"name": name, "arguments": arguments}}
     return text_result({"tool": own, "server": OWN_SERVER, "original_name": name, "example": example})
+
+
+class _Then:
+    """Two tuples sliced as one: a page of list_tools without copying a 10,000-tool catalogue to
+    put troupe's own tools after it."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: tuple, second: tuple) -> None:
+        self.first, self.second = first, second
+
+    def __getitem__(self, cut: slice) -> tuple:
+        n = len(self.first)
+        start, stop = cut.start or 0, cut.stop
+        return self.first[start:stop] + self.second[max(0, start - n):max(0, stop - n)]
 
 
 def _paged_summaries(entries, total: int, limit: int, offset: int) -> dict:
@@ -217,7 +266,7 @@ def _paged_summaries(entries, total: int, limit: int, offset: int) -> dict:
             "truncated": offset + len(page) < total}
 
 
-def _filter(args: dict, cat: Catalogue) -> dict:
+def _filter(args: dict, cat: Catalogue, own: OwnTools = NO_OWN) -> dict:
     limit, offset = _page(args)
     query, pattern = args.get("query") or "", args.get("pattern") or ""
     server, desc = args.get("server") or "", args.get("description_filter") or ""
@@ -236,13 +285,21 @@ def _filter(args: dict, cat: Catalogue) -> dict:
             and (desc_ok is None or desc_ok(t.definition.get("description", "")) is not None)
 
     filtered = bool(server or pattern or desc)
+    mine = [j for j, e in enumerate(own.entries) if not filtered or keep(e)]  # positions in own
     if query:
         index = _index(cat)
         rank = index.name_rank
         matches = [(-score, rank[i], i) for i, score in index.score(query).items()
                    if not filtered or keep(tools[i])]
+        # troupe's own tools are not in the snapshot's index (who sees which depends on the client):
+        # scored apart with its word weights, numbered after the catalogue's, so ties go to a server's.
+        n = len(tools)
+        apart = index.score_apart(query, [own.bags[j] for j in mine])
+        matches += [(-score, n + j, n + j) for j, score in zip(mine, apart) if score > 0]
         # Only the page shown needs ordering: the best offset+limit, ties broken by name.
         best = heapq.nsmallest(offset + limit, matches)
-        return _paged_summaries([tools[i] for _, _, i in best], len(matches), limit, offset)
-    matches = [t for t in tools if keep(t)] if filtered else tools
-    return _paged_summaries(matches, len(matches), limit, offset)
+        return _paged_summaries([tools[i] if i < n else own.entries[i - n] for _, _, i in best],
+                                len(matches), limit, offset)
+    matches = tuple(t for t in tools if keep(t)) if filtered else tools
+    extra = tuple(own.entries[j] for j in mine)
+    return _paged_summaries(_Then(matches, extra), len(matches) + len(extra), limit, offset)

@@ -25,7 +25,8 @@ def instructions(mode: str) -> str:
     """What troupe tells a client about itself (initialize and server/discover), by mode."""
     if mode == "meta":
         return ("troupe aggregates many MCP servers. Find tools with filter_tools or list_tools, read one's "
-                "schema with describe_tool, then run it with call_tool {name, arguments}.")
+                "schema with describe_tool, then run it with call_tool {name, arguments}; troupe's own core_* "
+                "tools (list_core_tools; core_status reports on every server) are run the same way.")
     return "troupe aggregates many MCP servers; tool names are <server>__<tool>."
 
 

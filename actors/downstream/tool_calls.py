@@ -38,6 +38,7 @@ class ToolRequests:
                  forwarder: Forwarder, cache: CacheSide, workflows: WorkflowRequests) -> None:
         self._ctx, self._me, self._mode, self._view, self._handshake = ctx, me, mode, view, handshake
         self._fw, self._cache, self._workflows = forwarder, cache, workflows
+        self._own: metatools.OwnTools | None = None  # the core tools as the meta-tools show them, once asked
 
     def tools_list(self, rid, params, sink, msg) -> None:
         if self._fw.starting_up():
@@ -46,11 +47,16 @@ class ToolRequests:
         cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
             self._handshake.served("tools", cat.version)
-        admin = self._ctx.serve.client_admin
-        tools = list(metatools.META_TOOLS) if self._mode == "meta" else list(cat.tool_list)
-        core = [t for t in coretools.listed(admin) if self._view.sees_core(t)]
+        if self._mode == "meta":  # exactly the meta-tools: everything else is reached through them
+            paged(rid, params, sink, list(metatools.META_TOOLS), "tools", cat, (self._mode, ()))
+            return
+        core = self._core_tools()
         # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
-        paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))
+        paged(rid, params, sink, list(cat.tool_list) + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))
+
+    def _core_tools(self) -> list[dict]:
+        """The core tools this client sees: flat mode lists them, meta mode's listing meta-tools show them."""
+        return [t for t in coretools.listed(self._ctx.serve.client_admin) if self._view.sees_core(t)]
 
     def tools_call(self, rid, params, sink, msg) -> None:
         name, args = params.get("name"), params.get("arguments")
@@ -62,6 +68,8 @@ class ToolRequests:
         if not isinstance(args, dict):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"arguments of {name} must be an object"))
             return
+        # Meta mode lists core tools through the meta-tools only (call_tool runs them), yet a direct
+        # call by name, as a script or an operator makes it, is still answered, in either mode.
         if name in coretools.CORE_NAMES and self._view.sees_core(coretools.BY_NAME[name]):
             self._core(rid, name, args, sink)
             return
@@ -85,8 +93,9 @@ class ToolRequests:
             self._fw.forward(rid, bare, "tools/call", params, sink, passthrough())
             return
         if entry is None:
-            hint = "list_tools or filter_tools" if self._mode == "meta" else "tools/list"
-            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} (see {hint})"))
+            hint = "meta mode: find tools with list_tools or filter_tools and run them with call_tool" \
+                if self._mode == "meta" else "see tools/list"
+            sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"unknown tool: {name} ({hint})"))
             return
         self._call(rid, entry, args, params, sink)
 
@@ -174,9 +183,11 @@ class ToolRequests:
                 self._fw.forward(rid, entry.server, "prompts/get", {"name": entry.original, "arguments": pargs},
                               sink, prompt_as_tool)
             else:
-                core = tuple(t for t in coretools.listed(self._ctx.serve.client_admin) if self._view.sees_core(t))
+                if self._own is None:
+                    self._own = metatools.OwnTools.of(self._core_tools())
+                own = self._own
                 waiting = self._view.sign_ins_in_view() if name == "list_tools" else ()
-                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, core, waiting)))
+                sink(jsonrpc.result(rid, metatools.handle(name, args, cat, own, waiting)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
 

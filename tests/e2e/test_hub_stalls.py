@@ -88,8 +88,11 @@ def _batch(method: str, n: int) -> list:
 
 
 def _listed(client: Client) -> int:
-    """How many tools the catalogue serves (list_tools' total, calm's included)."""
-    return orjson.loads(client.tool("list_tools", {"limit": 1})["result"]["content"][0]["text"])["total"]
+    """How many tools the catalogue serves (list_tools' total, calm's included, troupe's own not)."""
+    def total(tool: str) -> int:
+        return orjson.loads(client.tool(tool, {"limit": 1} if tool == "list_tools" else {})[
+            "result"]["content"][0]["text"])["total"]
+    return total("list_tools") - total("list_core_tools")
 
 
 def _big(base: str) -> dict:

@@ -33,10 +33,10 @@ def test_sdk_client_meta_mode_over_fastmcp_and_everything(tmp_path):
         async with Client(_troupe(config)) as client:  # auto mode: probes server/discover, speaks 2026-07-28
             assert client.server_info.name == "troupe"
             listed = {t.name for t in (await client.list_tools()).tools}
-            assert {"list_tools", "call_tool", "filter_tools", "core_status"} <= listed
+            assert {"list_tools", "call_tool", "filter_tools"} <= listed and len(listed) == 11
             page = json.loads((await client.call_tool("list_tools", {"limit": 500})).content[0].text)
             names = {t["name"] for t in page["tools"]}
-            assert "demo__greet" in names and "everything__echo" in names
+            assert "demo__greet" in names and "everything__echo" in names and "core_status" in names
             # both backends at once
             greet, echo = await asyncio.gather(
                 client.call_tool("call_tool", {"name": "demo__greet", "arguments": {"name": "Grace"}}),
@@ -53,7 +53,7 @@ def test_sdk_client_meta_mode_over_fastmcp_and_everything(tmp_path):
             assert any(p["name"] == "demo__summarize" for p in prompts["prompts"])
             got = await client.call_tool("get_prompt", {"name": "demo__summarize", "arguments": {"topic": "actors"}})
             assert "actors" in got.content[0].text
-            status = json.loads((await client.call_tool("core_status", {})).content[0].text)
+            status = json.loads((await client.call_tool("call_tool", {"name": "core_status"})).content[0].text)
             assert status["ready"] and {s["state"] for s in status["servers"]} == {"ready"}
     _run(scenario())
 

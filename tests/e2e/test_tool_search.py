@@ -14,8 +14,8 @@ def test_a_servers_instructions_lead_a_task_to_its_tools(tmp_path):
     try:
         t.initialize()
         listed = json.loads(text_of(t.call("list_tools")))
-        assert {tool["name"] for tool in listed["tools"]} == {"jobs__search", "jobs__details", "lodging__search",
-                                                              "lodging__details"}, listed
+        servers_tools = {tool["name"] for tool in listed["tools"] if tool["server"] != "(troupe)"}  # not troupe's own
+        assert servers_tools == {"jobs__search", "jobs__details", "lodging__search", "lodging__details"}, listed
         # Both servers' tools read alike; "homestay" and "job" are only in their instructions.
         answer = text_of(t.call("filter_tools", {"query": "Find me a homestay in Lisbon for next week"}))
         assert "\n" not in answer  # compact JSON

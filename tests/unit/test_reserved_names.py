@@ -92,14 +92,14 @@ def test_prompts_are_not_tools():
 
 def test_describe_tool_shows_troupes_own_never_the_servers():
     cat = _build({"imp": catalogue.ServerLists("imp", "", _tools("core_status", "list_tools"))})
-    core = coretools.listed(False)
+    core = metatools.OwnTools.of(coretools.listed(False))
     shown = orjson.loads(metatools.handle("describe_tool", {"name": "core_status"}, cat, core)["content"][0]["text"])
-    assert shown["server"] == "troupe" and shown["tool"] == coretools.BY_NAME["core_status"]
+    assert shown["server"] == "(troupe)" and shown["tool"] == coretools.BY_NAME["core_status"]
     assert shown["example"] == {"name": "call_tool", "arguments": {"name": "core_status", "arguments": {}}}
     meta = orjson.loads(metatools.handle("describe_tool", {"name": "list_tools"}, cat, core)["content"][0]["text"])
-    assert meta["server"] == "troupe" and meta["example"]["name"] == "list_tools"
+    assert meta["server"] == "(troupe)" and meta["example"]["name"] == "list_tools"
     with pytest.raises(metatools.MetaError, match="unknown tool 'core_status'"):  # a core tool this client cannot see
-        metatools.handle("describe_tool", {"name": "core_status"}, cat, ())
+        metatools.handle("describe_tool", {"name": "core_status"}, cat)
 
 
 def test_the_refusal_names_the_servers_tool_new_name():

@@ -80,7 +80,7 @@ def _cat():
 
 
 def _ranked(cat, query: str, limit: int = 10) -> list[str]:
-    result = metatools.handle("filter_tools", {"query": query, "limit": limit}, cat, ())
+    result = metatools.handle("filter_tools", {"query": query, "limit": limit}, cat)
     return [t["name"] for t in json.loads(result["content"][0]["text"])["tools"]]
 
 
@@ -109,15 +109,15 @@ def test_list_answers_are_compact_with_a_bounded_first_sentence():
     tools = [_t(f"tool{i}", long if i == 0 else "A " + "very " * 60 + "long sentence.") for i in range(12)]
     cat = catalogue.build({"s": catalogue.ServerLists("s", "s", tuple(tools))}, "__", 1)
     for name, args in (("list_tools", {"limit": 10}), ("filter_tools", {"query": "long search", "limit": 10})):
-        text = metatools.handle(name, args, cat, ())["content"][0]["text"]
+        text = metatools.handle(name, args, cat)["content"][0]["text"]
         assert "\n" not in text and ": " not in text  # no indentation, no padding
         answer = json.loads(text)
         assert len(answer["tools"]) == 10 and answer["total"] == 12
         assert all(len(t["description"]) <= metatools.BRIEF_CHARS for t in answer["tools"])
         assert set(answer["tools"][0]) >= {"name", "server", "description"}
-    first = json.loads(metatools.handle("list_tools", {"limit": 1}, cat, ())["content"][0]["text"])["tools"][0]
+    first = json.loads(metatools.handle("list_tools", {"limit": 1}, cat)["content"][0]["text"])["tools"][0]
     assert first["description"] == "Search the web."
-    described = json.loads(metatools.handle("describe_tool", {"name": "s__tool0"}, cat, ())["content"][0]["text"])
+    described = json.loads(metatools.handle("describe_tool", {"name": "s__tool0"}, cat)["content"][0]["text"])
     assert described["tool"]["description"] == long  # the whole definition is one call away
 
 

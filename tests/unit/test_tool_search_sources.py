@@ -28,7 +28,7 @@ JOBS = catalogue.ServerLists("jobs", "jobs", (_tool("search", "Search listings b
 
 
 def _ranked(cat, query: str) -> list[str]:
-    answer = metatools.handle("filter_tools", {"query": query, "limit": 10}, cat, ())
+    answer = metatools.handle("filter_tools", {"query": query, "limit": 10}, cat)
     return [t["name"] for t in json.loads(answer["content"][0]["text"])["tools"]]
 
 
