@@ -12,7 +12,8 @@ from typing import Any
 MODERN_RESULT_FIELDS = ("resultType", "ttlMs", "cacheScope")
 # ResultMetaObject's own keys (serverInfo on every result, subscriptionId on a listen's). Spelled
 # out here, not imported from actors.protocol.modern, which shapes its results with this module.
-MODERN_RESULT_META = ("io.modelcontextprotocol/serverInfo", "io.modelcontextprotocol/subscriptionId")
+_SERVER_INFO, _SUBSCRIPTION = "io.modelcontextprotocol/serverInfo", "io.modelcontextprotocol/subscriptionId"
+MODERN_RESULT_META = (_SERVER_INFO, _SUBSCRIPTION)
 # What 2025-11-25 has and 2026-07-28 moved into the tasks extension: a result's related-task key
 # and a tool's `execution` (its taskSupport), in tools/list.
 LEGACY_RESULT_META = ("io.modelcontextprotocol/related-task",)
@@ -22,16 +23,25 @@ LEGACY_TOOL_FIELDS = ("execution",)
 def for_legacy(result: dict) -> dict:
     """`result` as a client of the handshake era (2024-11-05 … 2025-11-25) may see it: without
     the modern-only fields and `_meta` keys. The same object when it has none (the common case: a
-    legacy upstream's answer costs three lookups and a get); a copy otherwise, never changed in place."""
+    legacy upstream's answer costs four lookups); a copy otherwise, never changed in place (an
+    outcome may be cached, or shared with another call's answer)."""
+    out = None
     if "resultType" in result or "ttlMs" in result or "cacheScope" in result:
-        result = {k: v for k, v in result.items() if k not in MODERN_RESULT_FIELDS}
+        out = result.copy()
+        for key in MODERN_RESULT_FIELDS:
+            out.pop(key, None)
     meta = result.get("_meta")
-    if isinstance(meta, dict) and any(key in meta for key in MODERN_RESULT_META):
-        meta = {k: v for k, v in meta.items() if k not in MODERN_RESULT_META}
-        result = {k: v for k, v in result.items() if k != "_meta"}
+    if type(meta) is dict and (_SERVER_INFO in meta or _SUBSCRIPTION in meta):  # no generator: a hot path
+        if out is None:
+            out = result.copy()
+        meta = meta.copy()
+        for key in MODERN_RESULT_META:
+            meta.pop(key, None)
         if meta:
-            result["_meta"] = meta
-    return result
+            out["_meta"] = meta
+        else:
+            del out["_meta"]
+    return result if out is None else out
 
 
 def legacy_meta_dropped(meta: dict) -> dict:
