@@ -14,6 +14,7 @@ from tests.support.troupe import server, stdio_params, write_config
 
 MODERN_FIELDS = {"resultType", "ttlMs", "cacheScope"}
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 
 
 def _run(coro):
@@ -39,6 +40,11 @@ def test_a_legacy_client_gets_no_modern_field_on_the_wire_from_a_modern_upstream
         assert not MODERN_FIELDS & result.keys(), (method, result)
         assert SERVER_INFO not in (result.get("_meta") or {}), (method, result)
         validate_message(answer, "server", method)
+    # nothing else troupe wrote to this client (notifications included) carries a modern-only _meta key
+    for msg in t.received:
+        body = msg.get("result") if "result" in msg else msg.get("params")
+        meta = body.get("_meta") if isinstance(body, dict) else None
+        assert not {SERVER_INFO, SUBSCRIPTION} & set(meta or ()), msg
     # the upstream's answers themselves, not empty ones
     assert answers["tools/call"]["result"]["content"][0]["text"] == "QUIET"
     assert answers["resources/read"]["result"]["contents"][0]["text"] == "read me"
