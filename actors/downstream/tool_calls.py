@@ -44,10 +44,13 @@ class ToolRequests:
             self._fw.defer(msg, sink)
             return
         cat = self._view.catalogue()
-        if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
+        legacy = modern.envelope_of(sink) is None
+        if legacy:  # a modern request leaves nothing behind
             self._handshake.served("tools", cat.version)
         admin = self._ctx.serve.client_admin
-        tools = list(metatools.META_TOOLS) if self._mode == "meta" else list(cat.tool_list)
+        # each era's client its own era's definitions (eras), built once per snapshot
+        tools = list(metatools.META_TOOLS) if self._mode == "meta" else \
+            list(cat.legacy_tool_list if legacy else cat.modern_tool_list)
         core = [t for t in coretools.listed(admin) if self._view.sees_core(t)]
         # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
         paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))

@@ -136,16 +136,15 @@ def discover_result(instructions: str) -> dict:
 def finish(method: str, result: dict, scope: str = "public") -> dict:
     """A modern result: resultType, troupe's serverInfo in _meta, and caching hints for lists and reads
     (`scope` private when lists differ by who asks: a shared cache must not pass one client's on).
-    What only the handshake era has is left out (eras): an upstream's answer reaches a modern
-    client in the modern shape, whichever era the upstream speaks. The serverInfo is troupe's even
+    What only the handshake era has is left out (eras; a tools/list page is cut from the
+    catalogue's modern_tool_list already): an upstream's answer reaches a modern client in the
+    modern shape, whichever era the upstream speaks. The serverInfo is troupe's even
     over an upstream's own stamp: troupe is the server this client talks to (server/discover says so)."""
     out = dict(result)
     out.setdefault("resultType", "complete")
     meta = eras.legacy_meta_dropped(dict(out.get("_meta") or {}))
     meta[META_SERVER_INFO] = mcp.SERVER_INFO
     out["_meta"] = meta
-    if method == "tools/list" and "tools" in out:
-        out["tools"] = eras.modern_tools(out.get("tools"))
     if method in CACHED_LISTS:
         out.setdefault("ttlMs", LIST_TTL_MS)
         out.setdefault("cacheScope", scope)

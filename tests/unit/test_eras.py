@@ -50,5 +50,35 @@ def test_finish_gives_a_modern_result_troupe_s_stamp_and_no_legacy_key():
     assert out["resultType"] == "complete"
     assert out["_meta"] == {modern.META_SERVER_INFO: mcp.SERVER_INFO, "x/y": 1}
     assert upstream["_meta"][modern.META_SERVER_INFO] == UPSTREAM_INFO  # the outcome itself unchanged
-    listed = modern.finish("tools/list", {"tools": [{"name": "t", "inputSchema": {}, "execution": {}}]})
-    assert listed["tools"] == [{"name": "t", "inputSchema": {}}] and listed["ttlMs"] == modern.LIST_TTL_MS
+
+
+def test_a_structured_value_that_is_no_object_stays_for_the_model_as_text_only():
+    numbers = {"content": [{"type": "text", "text": "[1,2]"}], "structuredContent": [1, 2], "resultType": "complete"}
+    assert eras.for_legacy(numbers) == {"content": [{"type": "text", "text": "[1,2]"}]}
+    assert eras.for_legacy({"content": [], "structuredContent": "two"}) == {"content": [{"type": "text", "text": '"two"'}]}
+    assert eras.for_legacy({"content": [], "structuredContent": None}) == {"content": []}
+    kept = {"content": [], "structuredContent": {"sum": 3}}
+    assert eras.for_legacy(kept) is kept
+
+
+def test_tools_for_a_legacy_client_lose_an_output_schema_that_is_no_object_schema():
+    obj = {"name": "a", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}
+    arr = {"name": "b", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}}
+    bare = {"name": "c", "inputSchema": {"type": "object"}}
+    tools = (obj, bare)
+    assert eras.legacy_tools(tools) is tools
+    shaped = eras.legacy_tools((obj, arr, bare))
+    assert shaped == [obj, {"name": "b", "inputSchema": {"type": "object"}}, bare] and shaped[0] is obj
+    assert arr["outputSchema"] == {"type": "array"}
+
+
+def test_the_catalogue_lists_each_era_its_own_definitions_once_per_snapshot():
+    from actors.catalogue.snapshot import ServerLists, build
+    tasked = {"name": "t", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}
+    arr = {"name": "n", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}}
+    cat = build({"s": ServerLists("s", "s", (tasked, arr))}, "__", 1)
+    assert [t.get("execution") for t in cat.legacy_tool_list] == [None, {"taskSupport": "optional"}]
+    assert [t.get("outputSchema") for t in cat.legacy_tool_list] == [None, None]
+    assert [t.get("outputSchema") for t in cat.modern_tool_list] == [{"type": "array"}, None]
+    assert all("execution" not in t for t in cat.modern_tool_list)
+    assert cat.modern_tool_list is cat.modern_tool_list  # computed once
