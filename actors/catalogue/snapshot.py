@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from loguru import logger
 
@@ -18,6 +18,14 @@ from actors.slicing import Slices, never, paced
 def _compile_validator(entry: "Entry"):
     from actors.protocol.validation import compile_validator
     return compile_validator(entry.name, entry.definition.get("inputSchema"))
+
+
+def _legacy_tools_of(cat: "Catalogue") -> Sequence:
+    return eras.legacy_tools(cat.tool_list)
+
+
+def _modern_tools_of(cat: "Catalogue") -> Sequence:
+    return eras.modern_tools(cat.tool_list)
 
 
 def _build_search_index(cat: "Catalogue"):
@@ -133,8 +141,8 @@ class Catalogue:
 
     search_index = lazy(_build_search_index)
     # tool_list as each era's client may see it (eras): the same tuple unless a tool needs reshaping
-    legacy_tool_list = lazy(lambda cat: eras.legacy_tools(cat.tool_list))
-    modern_tool_list = lazy(lambda cat: eras.modern_tools(cat.tool_list))
+    legacy_tool_list = lazy(_legacy_tools_of)
+    modern_tool_list = lazy(_modern_tools_of)
 
     def tool(self, name: str) -> Entry | None:
         return self.tool_index.get(name)
