@@ -4,19 +4,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from loguru import logger
 
 from actors.catalogue import naming
 from actors.catalogue.digests import combined, content_digest
 from actors.lazy import lazy
+from actors.protocol import eras
 from actors.slicing import Slices, never, paced
 
 
 def _compile_validator(entry: "Entry"):
     from actors.protocol.validation import compile_validator
     return compile_validator(entry.name, entry.definition.get("inputSchema"))
+
+
+def _legacy_tools_of(cat: "Catalogue") -> Sequence:
+    return eras.legacy_tools(cat.tool_list)
+
+
+def _modern_tools_of(cat: "Catalogue") -> Sequence:
+    return eras.modern_tools(cat.tool_list)
 
 
 def _build_search_index(cat: "Catalogue"):
@@ -97,11 +106,13 @@ class Catalogue:
 
     What readers derive from it is built with it, by its builder, never memoised into it by a
     reader: `views` (each configured profile's cut, see catalogue/views.py) and `digests` (each
-    list's content digest, for cursors and list_changed). Two things are lazy attributes instead
+    list's content digest, for cursors and list_changed). Some things are lazy attributes instead
     (actors/lazy.py), because building them at every publish would block the hub for seconds at
     10,000 tools while most snapshots never need them: `search_index` (1.4 s at 10,000 tools)
-    and each Entry's `validator`. Both are pure functions of this immutable snapshot, stored
-    whole by one slot store, so no reader can change them or see them half-built."""
+    and each Entry's `validator`; so are `legacy_tool_list` and `modern_tool_list` (tool_list
+    in each era's shape, actors/protocol/eras.py), built on a snapshot's first listing in that
+    era. All are pure functions of this immutable snapshot, stored whole by one slot store, so
+    no reader can change them or see them half-built."""
 
     version: int = 0
     tools: tuple = ()
@@ -121,6 +132,8 @@ class Catalogue:
     # construction from the entries' own digests, so a copy (`replace`) gets its own, never ours.
     digests: Mapping[str, str] = field(init=False, repr=False, compare=False)
     _search_index: Any = field(init=False, repr=False, compare=False)
+    _legacy_tool_list: Any = field(init=False, repr=False, compare=False)
+    _modern_tool_list: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "digests", MappingProxyType({
@@ -129,6 +142,9 @@ class Catalogue:
             "resourceTemplates": combined(t.digest for t in self.templates)}))
 
     search_index = lazy(_build_search_index)
+    # tool_list as each era's client may see it (eras): the same tuple unless a tool needs reshaping
+    legacy_tool_list = lazy(_legacy_tools_of)
+    modern_tool_list = lazy(_modern_tools_of)
 
     def tool(self, name: str) -> Entry | None:
         return self.tool_index.get(name)

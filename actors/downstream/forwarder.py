@@ -20,7 +20,7 @@ from actors.downstream.calls import (
     Settled, progress_notice, wait_for_server, withdrawn,
 )
 from actors.messages import CancelForward, Forward, ForwardReplied, UpstreamError
-from actors.protocol import jsonrpc, modern
+from actors.protocol import eras, jsonrpc, modern
 from actors.tells import tell
 
 if TYPE_CHECKING:
@@ -53,13 +53,17 @@ class Forwarder:
 
     def answer(self, token: int, outcome, shaped: bool = False) -> None:
         """The one answer of call `token` (nothing if it was answered, cancelled or withdrawn):
-        `outcome` shaped by the call's shape, or already a whole answer (`shaped`)."""
+        `outcome` shaped by the call's shape, or already a whole answer (`shaped`). A session's
+        client gets the outcome without what only the modern era has (eras.for_legacy); a modern
+        request's sink gives its result the modern shape itself (modern.finish)."""
         call = self.table.settle(token)
         if call is None or call.sink is None:
             return
         if shaped:
             answer = outcome
         else:
+            if type(outcome) is dict and not isinstance(call.sink, modern.ModernSink):
+                outcome = eras.for_legacy(outcome)  # a session's client: no modern-only field (ModernSink: finish)
             try:
                 answer = call.shape(call.rid, outcome)
             except Exception as exc:  # a bad outcome fails its own call, never the Session

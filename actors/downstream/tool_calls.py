@@ -45,14 +45,17 @@ class ToolRequests:
             self._fw.defer(msg, sink)
             return
         cat = self._view.catalogue()
-        if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
+        legacy = modern.envelope_of(sink) is None
+        if legacy:  # a modern request leaves nothing behind
             self._handshake.served("tools", cat.version)
         if self._mode == "meta":  # exactly the meta-tools: everything else is reached through them
             paged(rid, params, sink, list(metatools.META_TOOLS), "tools", cat, (self._mode, ()))
             return
+        # each era's client its own era's definitions (eras), built once per snapshot
+        tools = list(cat.legacy_tool_list if legacy else cat.modern_tool_list)
         core = self._core_tools()
         # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
-        paged(rid, params, sink, list(cat.tool_list) + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))
+        paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))
 
     def _core_tools(self) -> list[dict]:
         """The core tools this client sees: flat mode lists them, meta mode's listing meta-tools show them."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.protocol import jsonrpc, mcp
+from actors.protocol import eras, jsonrpc, mcp
 
 META_PREFIX = "io.modelcontextprotocol/"
 META_VERSION = META_PREFIX + "protocolVersion"
@@ -135,11 +135,15 @@ def discover_result(instructions: str) -> dict:
 
 def finish(method: str, result: dict, scope: str = "public") -> dict:
     """A modern result: resultType, troupe's serverInfo in _meta, and caching hints for lists and reads
-    (`scope` private when lists differ by who asks: a shared cache must not pass one client's on)."""
+    (`scope` private when lists differ by who asks: a shared cache must not pass one client's on).
+    What only the handshake era has is left out (eras; a tools/list page is cut from the
+    catalogue's modern_tool_list already): an upstream's answer reaches a modern client in the
+    modern shape, whichever era the upstream speaks. The serverInfo is troupe's even
+    over an upstream's own stamp: troupe is the server this client talks to (server/discover says so)."""
     out = dict(result)
     out.setdefault("resultType", "complete")
-    meta = dict(out.get("_meta") or {})
-    meta.setdefault(META_SERVER_INFO, mcp.SERVER_INFO)
+    meta = eras.legacy_meta_dropped(dict(out.get("_meta") or {}))
+    meta[META_SERVER_INFO] = mcp.SERVER_INFO
     out["_meta"] = meta
     if method in CACHED_LISTS:
         out.setdefault("ttlMs", LIST_TTL_MS)

@@ -106,8 +106,9 @@ def _discover(result: dict) -> str | None:
 
 
 def _tool_result(result: dict) -> str | None:
-    return (_CONTENT(result) or _optional(result, "isError", bool, "a boolean", "result")
-            or _optional(result, "structuredContent", dict, "an object", "result"))
+    # structuredContent is not read here: 2026-07-28 allows any JSON value, and a legacy client
+    # gets only an object (actors/protocol/eras.py: for_legacy)
+    return _CONTENT(result) or _optional(result, "isError", bool, "a boolean", "result")
 
 
 _CONTENT = _items("content")

@@ -8,6 +8,8 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import validator_for
 from loguru import logger
 
+from actors.protocol import validation_text
+
 MAX_REPORTED = 5  # errors listed in one message; the model needs the first few, not all
 
 
@@ -105,15 +107,20 @@ def compile_validator(tool: str, schema: Any):
 
 
 def problems(validator, arguments: Any) -> str | None:
-    """None if valid, else a message naming each failing path and rule."""
+    """None if valid, else a message naming each failing value by its JSON Pointer and saying, in
+    JSON terms, what is wrong with it (validation_text): the best match first, MAX_REPORTED at most."""
     errors = list(validator.iter_errors(arguments))
     if not errors:
         return None
     first = best_match(errors)
     ordered = [first] + [e for e in errors if e is not first]
-    lines = []
-    for err in ordered[:MAX_REPORTED]:
-        path = err.json_path if err.json_path != "$" else "$ (the arguments object)"
-        lines.append(f"at {path}: {err.message[:300]} (rule: {err.validator})")
-    more = f"; and {len(errors) - MAX_REPORTED} more" if len(errors) > MAX_REPORTED else ""
-    return "; ".join(lines) + more
+    lines: list[str] = []
+    told = 0
+    for err in ordered:
+        if len(lines) >= MAX_REPORTED:
+            break
+        told += 1
+        lines += [line for line in validation_text.lines(err) if line not in lines]
+    left = len(lines) - MAX_REPORTED + len(errors) - told if len(lines) > MAX_REPORTED else len(errors) - told
+    more = f"; and {left} more" if left > 0 else ""
+    return "; ".join(line[:300] for line in lines[:MAX_REPORTED]) + more

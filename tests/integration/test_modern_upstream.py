@@ -33,7 +33,7 @@ def modern_url(tmp_path_factory):
 
 
 def test_health_probe_of_a_modern_only_server():
-    assert probe(stdio_config("tests.servers.modern_only"), 10.0) == (True, "ok: 8 tools", 8)
+    assert probe(stdio_config("tests.servers.modern_only"), 10.0) == (True, "ok: 9 tools", 9)
 
 
 def test_health_probe_of_a_strict_legacy_server_is_unchanged():

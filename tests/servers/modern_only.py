@@ -5,7 +5,8 @@ subscriptions/listen; stdio by default, `--http 0` serves POST /mcp (announced o
 Tools: echo, whoami (the _meta it was called with), received (every method it was sent),
 add_tool (adds `late` and tells listeners), touch (resources/updated for a URI), sleep,
 region (an x-mcp-header argument; returns the Mcp-Param-Region header it saw over HTTP), confirm
-(asks the client to confirm `rounds` times through input_required rounds) and,
+(asks the client to confirm `rounds` times through input_required rounds), numbers (an array
+as its outputSchema and structuredContent, as only 2026-07-28 allows) and,
 with --bad-header-tool, `bad_header` whose x-mcp-header is invalid.
 """
 from __future__ import annotations
@@ -64,6 +65,10 @@ class ModernServer:
                 "type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}},
             {"name": "confirm", "description": "Ask the client to confirm, `rounds` times (MRTR).", "inputSchema": {
                 "type": "object", "properties": {"rounds": {"type": "integer"}}}},
+            # 2026-07-28 allows any JSON Schema as outputSchema and any JSON as structuredContent
+            {"name": "numbers", "description": "The first `n` numbers, as an array.", "inputSchema": {
+                "type": "object", "properties": {"n": {"type": "integer"}}},
+             "outputSchema": {"type": "array", "items": {"type": "integer"}}},
         ]
         if bad_header_tool:
             self.tools.append({"name": "bad_header", "description": "Invalid x-mcp-header.", "inputSchema": {
@@ -182,6 +187,9 @@ class ModernServer:
             text = "late"
         elif name == "confirm":
             return self._confirm(int(args.get("rounds") or 1), params)
+        elif name == "numbers":
+            numbers = list(range(1, int(args.get("n") or 3) + 1))
+            return {"content": [{"type": "text", "text": orjson.dumps(numbers).decode()}], "structuredContent": numbers}
         else:
             raise RpcError(-32602, f"unknown tool: {name}")
         return {"content": [{"type": "text", "text": text}]}
