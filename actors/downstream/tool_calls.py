@@ -45,7 +45,7 @@ class ToolRequests:
             return
         cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
-            self._handshake.served("tools", cat.version)
+            self._handshake.served("tools", cat)
         admin = self._ctx.serve.client_admin
         tools = list(metatools.META_TOOLS) if self._mode == "meta" else list(cat.tool_list)
         core = [t for t in coretools.listed(admin) if self._view.sees_core(t)]
