@@ -110,9 +110,10 @@ async def _listed_then_one_real_change(client: Client, notes: list) -> None:
     tool: the one notice the client gets is that change's, nothing for what its lists showed."""
     tools, _, _ = await asyncio.gather(client.list_tools(), client.list_resources(), client.list_prompts())
     assert "notes__word_count" in {t.name for t in tools.tools}
-    await client.call_tool("echo__notify_change", {})
+    before = len(notes)
+    await client.call_tool("echo__notify_change", {})  # echo announces before it answers
     wait = asyncio.get_running_loop().time() + 20
-    while not any(isinstance(n, types.ToolListChangedNotification) for n in notes):
+    while not any(isinstance(n, types.ToolListChangedNotification) for n in notes[before:]):
         assert asyncio.get_running_loop().time() < wait, f"no list_changed for the new tool; got {notes}"
         await asyncio.sleep(0.02)
     # the client's stream is ordered: a notice from start-up would have come before this one
@@ -171,9 +172,10 @@ def test_a_listen_stream_opened_at_start_tells_only_of_a_real_change(tmp_path, t
                             events.append(type(event).__name__)
                     collecting = asyncio.create_task(collect())
                     assert "notes__word_count" in {t.name for t in (await client.list_tools()).tools}
+                    before = len(events)
                     await client.call_tool("echo__notify_change", {})
                     wait = asyncio.get_running_loop().time() + 20
-                    while not events:
+                    while len(events) == before:
                         assert asyncio.get_running_loop().time() < wait, "no event for the new tool"
                         await asyncio.sleep(0.02)
                     assert "echo__late_tool" in {t.name for t in (await client.list_tools()).tools}
