@@ -16,7 +16,7 @@ import requests
 from mcp import Client, types
 
 from tests.support import PEERS, PYTHON, ROOT, peer_bin
-from tests.support.troupe import TroupeHttp, server, stdio_params, write_config
+from tests.support.troupe import Troupe, TroupeHttp, server, stdio_params, write_config
 
 pytestmark = pytest.mark.slow  # a fresh troupe and a slow server for each test
 STDIO_DELAY = "2"  # the slow server's start; troupe starts with its stdio client, so it is still starting
@@ -100,6 +100,25 @@ def test_meta_tools_reach_a_starting_servers_resource_and_prompt_over_legacy_sse
         _run(scenario())
     finally:
         assert t.stop() == 0
+
+
+def test_a_waiting_request_is_withdrawn_by_its_cancel_and_the_wait_is_bounded(tmp_path):
+    """startup_wait bounds the wait (the server here takes a minute): then each request is answered
+    with what there is. A cancelled one is never answered: it had waited first, and would have been
+    answered first."""
+    t = Troupe(write_config(tmp_path, [_slow("60")], mode="flat", startup_wait=1.5))
+    try:
+        t.initialize()
+        cancelled = t.send_request("resources/read", {"uri": README})
+        waiting = [t.send_request(m, p) for m, p in (("prompts/list", None), ("resources/read", {"uri": README}),
+                                                     ("prompts/get", {"name": PROMPT, "arguments": {"topic": "x"}}))]
+        t.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": cancelled}})
+        prompts, read, got = (t.wait_response(rid, timeout=30) for rid in waiting)
+        assert prompts["result"]["prompts"] == []  # answered with what there was once the wait ran out
+        assert read["error"]["code"] == -32002 and got["error"]["code"] == -32602  # not found, not hung
+        assert not [m for m in t.received if m.get("id") == cancelled]
+    finally:
+        t.close()
 
 
 # ---------------------------------------------------------------- list_changed at start
