@@ -15,24 +15,16 @@ from actors.workflows.tools import with_workflows
 if TYPE_CHECKING:
     from actors.downstream.context import SessionContext
 
-KINDS = ("tools", "resources", "prompts")
-
-
 class ClientView:
     """Who a Session's client is (a serve.clients entry, or none) and the part of the catalogue
-    that client's profile shows, fixed for the Session's life; and the last view digest per list
-    kind the Session notified about (list_changed goes out only when the view changed). Owned by
-    one Session and used only from its greenlet."""
+    that client's profile shows, fixed for the Session's life. Owned by one Session and used only
+    from its greenlet."""
 
     def __init__(self, ctx: SessionContext, client) -> None:
         self._ctx = ctx
         self.client_name: str | None = client.name if client is not None else None
         self.profile: views.Profile | None = ctx.profile_of(client)
         self._composed: tuple | None = None  # (view, workflow set, the two joined): the last catalogue()
-        self._view_digests: dict[str, str] = {}
-        if self.restricted:
-            cat = self.catalogue()
-            self._view_digests = {kind: views.digest(cat, kind) for kind in KINDS}
 
     @property
     def restricted(self) -> bool:
@@ -85,18 +77,3 @@ class ClientView:
                 or any(fnmatch.fnmatchcase(name, glob) for glob in profile.deny):
             return False
         return not profile.read_only or bool((tool.get("annotations") or {}).get("readOnlyHint"))
-
-    def changed_in_view(self, kinds) -> list[str]:
-        """Of the catalogue kinds that changed, those this client's view shows a change in."""
-        if not self.restricted:
-            return list(kinds)
-        cat = self.catalogue()
-        out: list[str] = []
-        for kind in {"resources" if k == "templates" else k for k in kinds}:
-            if kind not in KINDS:
-                continue
-            now = views.digest(cat, kind)
-            if now != self._view_digests.get(kind):
-                self._view_digests[kind] = now
-                out.append(kind)
-        return out

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from actors.downstream.list_notices import ShownLists, kinds_of
 from actors.events.kinds import ServerLogged
 from actors.protocol import jsonrpc, mcp
 
 if TYPE_CHECKING:
+    from actors.catalogue.snapshot import Catalogue
     from actors.downstream.client_view import ClientView
     from actors.downstream.context import SessionContext
 
@@ -18,8 +20,8 @@ LIST_CHANGED_NOTICE = {"tools": "notifications/tools/list_changed",
 
 class Handshake:
     """The state the handshake era keeps for one legacy session (its client's capabilities and
-    info, the negotiated version, whether it is initialized, its log level, the last catalogue
-    version shown per list) and the requests and notices that read or write it: initialize,
+    info, the negotiated version, whether it is initialized, its log level, what it has of each
+    list: ShownLists) and the requests and notices that read or write it: initialize,
     ping, logging/setLevel, logs at its level and list changes it has not seen. A modern request
     never reaches these (the revision removed those methods). Owned by one Session, used only
     from its greenlet; `notify` is the Session's sink for unsolicited messages (None: none)."""
@@ -33,11 +35,11 @@ class Handshake:
         self.protocol_version = mcp.LATEST
         self.initialized = False
         self.log_level: str | None = None  # set by logging/setLevel; None = relay no logs
-        self._served_version = {"tools": -1, "resources": -1, "prompts": -1}  # last catalogue shown per list
+        self._lists = ShownLists()
 
-    def served(self, kind: str, version: int) -> None:
-        """The client has just been shown catalogue `version` of list `kind`."""
-        self._served_version[kind] = version
+    def served(self, kind: str, cat: Catalogue) -> None:
+        """The client has just been shown list `kind` of its view `cat`."""
+        self._lists.shown(kind, cat)
 
     def initialize(self, rid, params, sink, msg) -> None:
         caps, info = params.get("capabilities"), params.get("clientInfo")
@@ -76,12 +78,13 @@ class Handshake:
                   "data": event.data}
         self._notify(jsonrpc.notification("notifications/message", params))
 
-    def list_changed(self, lists, version: int) -> None:
+    def list_changed(self, kinds, cat: Catalogue) -> None:
+        """Lists of these kinds changed; `cat` is the client's view now: it hears of each whose
+        list is news to it (ShownLists.news)."""
         if self._notify is None or not self.initialized:
             return
-        for kind in ("tools", "resources", "prompts"):
-            if kind not in lists or (kind == "tools" and self._mode == "meta"):
+        for kind in kinds_of(kinds):
+            if kind == "tools" and self._mode == "meta":
                 continue  # meta mode's tool list never changes
-            if self._served_version[kind] >= version:
-                continue  # this client already saw that catalogue
-            self._notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))
+            if self._lists.news(kind, cat):
+                self._notify(jsonrpc.notification(LIST_CHANGED_NOTICE[kind]))

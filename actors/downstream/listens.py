@@ -4,22 +4,29 @@ resources it follows upstream, and the notifications it gets, each stamped with 
 Used only from its Session's greenlet; the Session stays the only writer."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.lifecycle import LIST_CHANGED_NOTICE as LIST_NOTICE
+from actors.downstream.list_notices import ShownLists, kinds_of
 from actors.protocol import jsonrpc, mcp, modern
+
+if TYPE_CHECKING:
+    from actors.catalogue.snapshot import Catalogue
 
 
 class Listen:
     """One open stream: the listen request's id (its subscriptionId), the sink its notifications
-    and final answer go through, the list kinds it wants, and the upstream resources it follows
-    (a ClientSubscriptions of its own, so ending the stream unsubscribes exactly those)."""
+    and final answer go through, the list kinds it wants, the lists its client is taken to have
+    (those of its opening, then of each notice: a stateless client's listings are not seen
+    here), and the upstream resources it follows (a ClientSubscriptions of its own, so ending
+    the stream unsubscribes exactly those)."""
 
-    __slots__ = ("rid", "sink", "kinds", "resources")
+    __slots__ = ("rid", "sink", "kinds", "lists", "resources")
 
     def __init__(self, rid, sink, kinds: frozenset, resources: ClientSubscriptions) -> None:
         self.rid, self.sink, self.kinds, self.resources = rid, sink, kinds, resources
+        self.lists = ShownLists()
 
     def notify(self, method: str, params: dict | None = None) -> None:
         out = dict(params or {})
@@ -53,10 +60,14 @@ class Listens:
     def __contains__(self, rid) -> bool:
         return isinstance(rid, (str, int)) and rid in self._open
 
-    def open(self, rid, sink, wanted: dict, honored_uris: Iterable[str]) -> Listen:
-        """Record a stream and acknowledge it: the acknowledgement is its first message."""
+    def open(self, rid, sink, wanted: dict, honored_uris: Iterable[str], cat: Catalogue) -> Listen:
+        """Record a stream and acknowledge it: the acknowledgement is its first message. Its
+        client is taken to have the lists of `cat` (its view now): a change comes as news only
+        if it makes them differ."""
         kinds = frozenset(kind for key, kind in modern.LISTEN_KINDS.items() if wanted.get(key))
         listen = self._open[rid] = Listen(rid, sink, kinds, ClientSubscriptions(self._unsubscriber(rid)))
+        for kind in kinds:
+            listen.lists.shown(kind, cat)
         honored: dict = {key: True for key, kind in modern.LISTEN_KINDS.items() if kind in kinds}
         uris = list(honored_uris)
         if uris:
@@ -67,11 +78,15 @@ class Listens:
     def get(self, rid) -> Listen | None:
         return self._open.get(rid) if isinstance(rid, (str, int)) else None
 
-    def list_changed(self, kinds: Iterable[str]) -> None:
-        """The catalogue changed these kinds: each stream that asked for one hears of it."""
+    def list_changed(self, kinds: Iterable[str], cat: Catalogue) -> None:
+        """Lists of these kinds changed (`cat`: the client's view now): each stream that asked
+        for one hears of it if its list is news to that stream, which then takes its client to
+        have fetched it (nothing else would tell)."""
+        changed = kinds_of(kinds)
         for listen in list(self._open.values()):
-            for kind in ("tools", "resources", "prompts"):
-                if kind in kinds and kind in listen.kinds:
+            for kind in changed:
+                if kind in listen.kinds and listen.lists.news(kind, cat):
+                    listen.lists.shown(kind, cat)
                     listen.notify(LIST_NOTICE[kind])
 
     def updated(self, server: str, uri: str) -> None:

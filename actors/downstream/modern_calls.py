@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from actors.downstream.calls import CallTable
     from actors.downstream.client_view import ClientView
     from actors.downstream.context import SessionContext
+    from actors.downstream.forwarder import Forwarder
     from actors.downstream.input_rounds import InputRounds
 
 
@@ -35,12 +36,13 @@ class ModernRequests:
     streams live in the Session's Listens, the envelope of each request travels with its sink
     (modern.ModernSink), and nothing read from one request is kept for the next. A plain object
     used only from its Session's greenlet, with explicit inputs: the context, the Session's ref
-    and mode, its client's view, its listen streams, its call table and its input rounds."""
+    and mode, its client's view, its listen streams, its call table, its input rounds and its
+    Forwarder (a listen opened during start-up waits there for it to settle)."""
 
     def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, listens: Listens, table: CallTable,
-                 rounds: InputRounds) -> None:
+                 rounds: InputRounds, forwarder: Forwarder) -> None:
         self._ctx, self._me, self._mode, self._view = ctx, me, mode, view
-        self._listens, self._table, self._rounds = listens, table, rounds
+        self._listens, self._table, self._rounds, self._fw = listens, table, rounds, forwarder
 
     # ---------------------------------------------------------------- entry
 
@@ -82,10 +84,15 @@ class ModernRequests:
         if rid in self._listens:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_REQUEST, f"a listen stream with id {rid!r} is already open"))
             return
+        if self._fw.starting_up():
+            # Opened now, the stream would announce start-up's changes to lists its client's own
+            # listings (which wait) already show, and follow none of a starting server's resources.
+            self._fw.defer(msg, sink)
+            return
         asked = dict.fromkeys(wanted.get("resourceSubscriptions", ()))
         owners = [(uri, self._view.resource_owner(uri)) for uri in asked]
         followed = [(uri, owner) for uri, owner in owners if owner is not None]
-        self._listens.open(rid, sink, wanted, [uri for uri, _ in followed])
+        self._listens.open(rid, sink, wanted, [uri for uri, _ in followed], self._view.catalogue())
         me = self._me
         for uri, (server, original) in followed:
             ref = self._ctx.connection(server)

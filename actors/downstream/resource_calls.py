@@ -1,8 +1,10 @@
 """The session's resource, prompt and completion requests: lists from the catalogue snapshot,
-reads, subscriptions and completions forwarded to the owning server (routing.py says which)."""
+reads, subscriptions and completions forwarded to the owning server (routing.py says which).
+Like tools/list, each waits for start-up to settle when it needs what a starting server will
+list: a list always, a read, get, subscribe or completion when its name is not known yet."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from actors.downstream import routing
 from actors.downstream.client_subscriptions import ClientSubscriptions
@@ -21,25 +23,47 @@ class ResourceRequests:
     """A Session's resource, prompt and completion requests. No state of its own (subscriptions
     live in the Session's ClientSubscriptions). A plain object used only from its Session's
     greenlet, with explicit inputs: its client's view and handshake state, its subscriptions, its
-    Forwarder and its cache side."""
+    Forwarder (forwarded calls, and waits for start-up) and its cache side."""
 
     def __init__(self, view: ClientView, handshake: Handshake, subscriptions: ClientSubscriptions,
                  forwarder: Forwarder, cache: CacheSide) -> None:
         self._view, self._handshake, self._subscriptions = view, handshake, subscriptions
         self._fw, self._cache = forwarder, cache
 
+    def _waited(self, msg, sink, needed: Callable[[], bool] = lambda: True) -> bool:
+        """During start-up, a request that needs what a server still starting will list
+        (`needed()`, asked only then) waits for it to settle (Forwarder.defer: bounded by
+        startup_wait, withdrawn by a cancel) and is handled again: True if it was deferred."""
+        if self._fw.starting_up() and needed():
+            self._fw.defer(msg, sink)
+            return True
+        return False
+
+    def _unlisted(self, uri) -> bool:
+        """No server lists `uri` (nor a template that makes it) in this client's view: the
+        passthrough server would be asked, and only when start-up has settled."""
+        return routing.resource_owner(self._view.catalogue(), None, uri) is None
+
     def resources_list(self, rid, params, sink, msg) -> None:
+        if self._waited(msg, sink):
+            return
         cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
-            self._handshake.served("resources", cat.version)
+            self._handshake.served("resources", cat)
         paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
 
     def templates_list(self, rid, params, sink, msg) -> None:
+        if self._waited(msg, sink):
+            return
         cat = self._view.catalogue()
+        if modern.envelope_of(sink) is None:
+            self._handshake.served("resources", cat)  # list_changed for resources covers templates
         paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
 
     def resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
+        if self._waited(msg, sink, lambda: self._unlisted(uri)):  # its server may still be starting
+            return
         owner = self._owner_or_not_found(rid, uri, sink)
         if owner is None:
             return
@@ -48,9 +72,11 @@ class ResourceRequests:
                              {**params, "uri": original}, sink, passthrough(lambda r: restore_uris(r, original, uri)))
 
     def prompts_list(self, rid, params, sink, msg) -> None:
+        if self._waited(msg, sink):
+            return
         cat = self._view.catalogue()
         if modern.envelope_of(sink) is None:
-            self._handshake.served("prompts", cat.version)
+            self._handshake.served("prompts", cat)
         paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
 
     def prompts_get(self, rid, params, sink, msg) -> None:
@@ -60,6 +86,8 @@ class ResourceRequests:
         held = cat.withheld_prompt(name) if entry is None and isinstance(name, str) else None
         if held is not None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, held.message()))
+            return
+        if self._waited(msg, sink, lambda: entry is None):  # its server may still be starting
             return
         if entry is None and isinstance(name, str) and (bare := self._view.passthrough_server()) is not None:
             self._fw.forward(rid, bare, "prompts/get", params, sink, passthrough())
@@ -78,6 +106,8 @@ class ResourceRequests:
 
     def subscribe(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
+        if self._waited(msg, sink, lambda: self._unlisted(uri)):
+            return
         owner = self._owner_or_not_found(rid, uri, sink)
         if owner is None:
             return
@@ -100,7 +130,11 @@ class ResourceRequests:
         sink(jsonrpc.result(rid, {}))
 
     def complete(self, rid, params, sink, msg) -> None:
-        target = routing.completion_target(self._view.catalogue(), self._view.passthrough_server(), params)
+        cat = self._view.catalogue()
+        # the prompt or resource may be a starting server's (not the passthrough server's, yet)
+        if self._waited(msg, sink, lambda: routing.completion_target(cat, None, params) is None):
+            return
+        target = routing.completion_target(cat, self._view.passthrough_server(), params)
         if target is None:
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, f"no prompt or resource matches ref {params.get('ref')!r}"))
             return

@@ -89,8 +89,8 @@ class Session(pykka.ThreadingActor):
         self.cache = CacheSide(ctx, me, view, calls, fw)
         fw.rounds = self.rounds  # the Forwarder and these two call each other
         fw.cache_answered = lambda token, found: self.cache.answered(CacheAnswered(token, found))
-        self.modern = ModernRequests(ctx, me, mode, view, self.listens, calls, self.rounds)
-        self.workflows = WorkflowRequests(ctx, me, mode, view, handshake, self.listens, fw, notify)
+        self.modern = ModernRequests(ctx, me, mode, view, self.listens, calls, self.rounds, fw)
+        self.workflows = WorkflowRequests(ctx, me, mode, view, fw)
         self.tools = ToolRequests(ctx, me, mode, view, handshake, fw, self.cache, self.workflows)
         self.resources = ResourceRequests(view, handshake, self.subscriptions, fw, self.cache)
         self.methods = {
@@ -200,10 +200,8 @@ class Session(pykka.ThreadingActor):
                 self.forwarder.settled(token)
             case ServerBack(token=token):
                 self.forwarder.server_back(token)
-            case CatalogueUpdated(lists=lists, version=version):
-                lists = self.view.changed_in_view(lists)  # a change this client cannot see is no news to it
-                self.handshake.list_changed(lists, version)
-                self.listens.list_changed([k for k in lists if not (k == "tools" and self.mode == "meta")])
+            case CatalogueUpdated(lists=lists):
+                self._lists_changed(lists)
             case ListenSubscribed():
                 self.listens.subscribed(message)
             case CacheAnswered():
@@ -229,7 +227,8 @@ class Session(pykka.ThreadingActor):
                 if exposed is not None and self.notify is not None:
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
             case WorkflowsChanged(names=names):
-                self.workflows.changed(names)
+                if self.workflows.changed(names):
+                    self._lists_changed(["tools"])
             case ClientGone():  # on_stop releases all it held, the servers' questions first
                 self.actor_ref.stop(block=False)
             case _:
@@ -324,6 +323,14 @@ class Session(pykka.ThreadingActor):
                 _deliver(sink, jsonrpc.error(rid, jsonrpc.INTERNAL_ERROR, why))
 
     # ---------------------------------------------------------------- notifications out
+
+    def _lists_changed(self, kinds) -> None:
+        """Catalogue lists of these kinds changed: the client hears of each that its view shows
+        differently from what it has (list_notices.py), on its session and on its listen
+        streams. Meta mode's tool list never changes."""
+        cat = self.view.catalogue()
+        self.handshake.list_changed(kinds, cat)
+        self.listens.list_changed([k for k in kinds if not (k == "tools" and self.mode == "meta")], cat)
 
     def _unsubscribe_upstream(self, server: str, uri: str) -> None:
         """The connection counts followers: upstream hears unsubscribe when the last one leaves."""

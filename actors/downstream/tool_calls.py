@@ -47,7 +47,7 @@ class ToolRequests:
         cat = self._view.catalogue()
         legacy = modern.envelope_of(sink) is None
         if legacy:  # a modern request leaves nothing behind
-            self._handshake.served("tools", cat.version)
+            self._handshake.served("tools", cat)
         if self._mode == "meta":  # exactly the meta-tools: everything else is reached through them
             paged(rid, params, sink, list(metatools.META_TOOLS), "tools", cat, (self._mode, ()))
             return

@@ -2,7 +2,7 @@
 the workflow's input schema) becomes a Runner in its own greenlet."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from actors.catalogue import views
 from actors.downstream.metatools import text_result
@@ -21,21 +21,16 @@ if TYPE_CHECKING:
     from actors.downstream.client_view import ClientView
     from actors.downstream.context import SessionContext
     from actors.downstream.forwarder import Forwarder
-    from actors.downstream.lifecycle import Handshake
-    from actors.downstream.listens import Listens
 
 
 class WorkflowRequests:
     """A Session's workflow calls. No state of its own: each run is a tracked call of the
     Session's call table (its greenlet stopped with WorkflowCancelled on a cancel or the client's
     leaving). A plain object used only from its Session's greenlet, with explicit inputs: the
-    context, the Session's ref and mode, its client's view, handshake state and listen streams, its
-    Forwarder, and its sink for unsolicited messages."""
+    context, the Session's ref and mode, its client's view and its Forwarder."""
 
-    def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, handshake: Handshake,
-                 listens: Listens, forwarder: Forwarder, notify: Callable[[dict], None] | None) -> None:
-        self._ctx, self._me, self._mode, self._view, self._handshake = ctx, me, mode, view, handshake
-        self._listens, self._fw, self._notify = listens, forwarder, notify
+    def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, forwarder: Forwarder) -> None:
+        self._ctx, self._me, self._mode, self._view, self._fw = ctx, me, mode, view, forwarder
 
     def run(self, rid, entry: Entry, args: dict, params: dict, sink) -> None:
         workflow = self._ctx.workflows().workflows.get(entry.original)
@@ -61,11 +56,8 @@ class WorkflowRequests:
         self._fw.track(rid, sink, None, run, workflow_deadline(ctx, workflow), stop_with=WorkflowCancelled,
                     method=entry.name)
 
-    def changed(self, names: tuple) -> None:
-        """Workflows came, went or changed: in flat mode they are tools, so a client that sees
-        any of them hears tools/list_changed (meta mode's tool list never changes)."""
-        if self._mode != "flat" or not any(sees_workflow(self._view.profile, TOOL_PREFIX + name) for name in names):
-            return
-        self._listens.list_changed(["tools"])
-        if self._notify is not None and self._handshake.initialized:
-            self._notify(jsonrpc.notification("notifications/tools/list_changed"))
+    def changed(self, names: tuple) -> bool:
+        """Workflows came, went or changed: in flat mode they are tools, so the tool list of a
+        client that sees any of them may have changed (True: the Session checks it with the
+        catalogue's own changes; meta mode's tool list never changes)."""
+        return self._mode == "flat" and any(sees_workflow(self._view.profile, TOOL_PREFIX + name) for name in names)

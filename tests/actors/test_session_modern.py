@@ -23,7 +23,8 @@ SUB = modern.META_SUBSCRIPTION
 
 @pytest.fixture
 def runtime():
-    cfg = config.from_data({"servers": [{"name": "echo", "timeout": 5, "transport": {"type": "stdio", "stdio": {
+    # pin: false: echo__notify_change adds a tool, and a stream is told of a change it can see
+    cfg = config.from_data({"servers": [{"name": "echo", "timeout": 5, "pin": False, "transport": {"type": "stdio", "stdio": {
         "command": PYTHON, "args": ["-m", "tests.servers.echo", "--tools", "600"], "work_dir": str(ROOT)}}}],
         "serve": {"mode": "flat"}, "discovery": {"enabled": False}})
     rt = Runtime(cfg).start()

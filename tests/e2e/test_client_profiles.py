@@ -103,6 +103,8 @@ def test_list_changed_follows_the_profile(troupe):
     alice, bob, carol = (McpHttp(troupe.url, _auth(n)) for n in ("alice", "bob", "carol"))
     streams = {name: _get_stream(client) for name, client in (("alice", alice), ("bob", bob))}
     try:
+        # each has its list (a client that never listed has nothing to refresh: it is told nothing)
+        assert "echo__late_tool" not in _names(bob) and "notes__count_notes" not in _names(alice)
         assert text_of(carol.call("echo__notify_change")) == "changed"  # echo changes: bob's business only
         wait_until(lambda: CHANGED in streams["bob"].methods(), 15, message="bob told of echo's change")
         assert "echo__late_tool" in _names(bob)

@@ -76,6 +76,8 @@ def test_a_tool_change_reaches_a_listen_stream_and_a_get_stream_on_other_instanc
         listener, getter = [t for t in troupes if t is not owner]
         streams.append(_listen(listener))
         legacy = McpHttp(getter.url)
+        # its list, before the change (a session that never listed has nothing to refresh)
+        assert "echo__late_tool" not in {tool["name"] for tool in legacy.request("tools/list")["result"]["tools"]}
         streams.append(_get_stream(legacy))
         wait_until(lambda: "notifications/subscriptions/acknowledged" in streams[0].methods(), 10,
                    message="listen acknowledged")

@@ -70,16 +70,21 @@ class _Upstream:
         return lambda server, uri: self.gone.append((rid, server, uri))
 
 
+def _catalogue(version: int, *tools: str, prompts: tuple = (), resources: tuple = ()):
+    return build({"s": ServerLists("s", "s", tools=tuple({"name": t} for t in tools), prompts=prompts,
+                                   resources=resources)}, "__", version)
+
+
 def test_a_listen_is_acknowledged_first_and_each_notice_carries_its_id():
     up, out = _Upstream(), []
     listens = Listens(up.unsubscriber)
     listens.open("L1", out.append, {"toolsListChanged": True, "promptsListChanged": False,
-                                    "resourceSubscriptions": ["a://x", "a://nowhere"]}, ["a://x"])
+                                    "resourceSubscriptions": ["a://x", "a://nowhere"]}, ["a://x"], _catalogue(1, "a"))
     ack = out[0]
     assert ack["method"] == modern.ACKNOWLEDGED and ack["params"]["_meta"] == {SUB: "L1"}
     assert ack["params"]["notifications"] == {"toolsListChanged": True, "resourceSubscriptions": ["a://x"]}
     listens.subscribed(ListenSubscribed("L1", "srv", "x-upstream", "a://x", True))
-    listens.list_changed(["tools", "prompts", "resources"])
+    listens.list_changed(["tools", "prompts", "resources"], _catalogue(2, "a", "b", prompts=({"name": "p"},)))
     listens.updated("srv", "x-upstream")
     listens.updated("srv", "other")
     assert [m["method"] for m in out[1:]] == ["notifications/tools/list_changed", "notifications/resources/updated"]
@@ -87,10 +92,24 @@ def test_a_listen_is_acknowledged_first_and_each_notice_carries_its_id():
     assert all(m["params"]["_meta"][SUB] == "L1" for m in out)
 
 
+def test_a_listen_hears_only_of_lists_that_differ_from_what_its_client_has():
+    up, out = _Upstream(), []
+    listens = Listens(up.unsubscriber)
+    listens.open("L", out.append, {"toolsListChanged": True, "resourcesListChanged": True}, [], _catalogue(1, "a"))
+    listens.list_changed(["tools", "resources"], _catalogue(2, "a"))  # rebuilt, the same lists: no news
+    assert [m["method"] for m in out] == [modern.ACKNOWLEDGED]
+    listens.list_changed(["tools"], _catalogue(3, "a", "b"))
+    listens.list_changed(["tools"], _catalogue(4, "a", "b"))  # the same change again: told once
+    listens.list_changed(["tools"], _catalogue(5, "a"))  # and back: its client fetched "a", "b" since
+    listens.list_changed(["templates"], _catalogue(6, "a", resources=({"uri": "r://1", "name": "r"},)))
+    assert [m["method"] for m in out[1:]] == ["notifications/tools/list_changed"] * 2 + [
+        "notifications/resources/list_changed"]
+
+
 def test_a_listen_ends_once_answered_and_its_subscriptions_are_released():
     up, out = _Upstream(), []
     listens = Listens(up.unsubscriber)
-    listens.open(7, out.append, {"resourceSubscriptions": ["a://x"]}, ["a://x"])
+    listens.open(7, out.append, {"resourceSubscriptions": ["a://x"]}, ["a://x"], _catalogue(1))
     listens.subscribed(ListenSubscribed(7, "srv", "x", "a://x", True))
     listens.subscribed(ListenSubscribed(7, "srv", "refused", "a://r", False))
     assert listens.end(7) and not listens.end(7)
@@ -101,8 +120,8 @@ def test_a_listen_ends_once_answered_and_its_subscriptions_are_released():
     # a subscription confirmed after its stream ended is released at once
     listens.subscribed(ListenSubscribed(7, "srv", "late", "a://late", True))
     assert up.gone[-1] == (7, "srv", "late")
-    listens.open(8, out.append, {"toolsListChanged": True}, [])
-    listens.open(9, out.append, {}, [])
+    listens.open(8, out.append, {"toolsListChanged": True}, [], _catalogue(1))
+    listens.open(9, out.append, {}, [], _catalogue(1))
     listens.close()
     assert len(listens) == 0 and [m["id"] for m in out if "id" in m] == [7, 8, 9]
     assert all(jsonrpc.is_response(m) for m in out if "id" in m)
