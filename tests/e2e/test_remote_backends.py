@@ -3,6 +3,7 @@ MCP Inspector CLI, a non-Python client, listing and calling tools through troupe
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -68,10 +69,13 @@ def _inspector(*args: str) -> dict:
 @pytest.mark.slow  # CPU-heavy: see the marker in setup.cfg
 def test_inspector_cli_over_stdio_http_and_sse(tmp_path):
     config = write_config(tmp_path, [server("echo", "tests.servers.echo")], mode="flat")
-    listed = _inspector("--", PYTHON, "-m", "actors.main", "--config", str(config), "--method", "tools/list")
+    # The Inspector hands a server it launches only a few variables: this test's config directory
+    # (approvals and pins, see tests/conftest.py) goes to troupe explicitly.
+    own = ("-e", f"TROUPE_CONFIG_DIR={os.environ['TROUPE_CONFIG_DIR']}", "--", PYTHON, "-m", "actors.main",
+           "--config", str(config))
+    listed = _inspector(*own, "--method", "tools/list")
     assert "echo__echo" in {t["name"] for t in listed["tools"]}
-    called = _inspector("--", PYTHON, "-m", "actors.main", "--config", str(config), "--method", "tools/call",
-                        "--tool-name", "echo__add", "--tool-arg", "a=2", "b=5")
+    called = _inspector(*own, "--method", "tools/call", "--tool-name", "echo__add", "--tool-arg", "a=2", "b=5")
     assert called["structuredContent"] == {"sum": 7}
     t = TroupeHttp(config)
     try:
