@@ -13,7 +13,13 @@ if os.environ.get("TROUPE_TEST_GEVENT") == "1":
 
     monkey.patch_all()
 
+import tempfile  # noqa: E402
+
 import pytest  # noqa: E402
+
+# A module- or session-scoped fixture's troupe starts before any test's own config directory is
+# set (_own_approvals_file is per test): it gets this run's own, never the user's ~/.config/troupe.
+os.environ.setdefault("TROUPE_CONFIG_DIR", tempfile.mkdtemp(prefix="troupe-tests-config-"))
 
 from tests.support.ports import refused_port  # noqa: E402
 
@@ -49,6 +55,16 @@ def _written_since(directory: str, since: float) -> list[str]:
     return [name for name in names if os.stat(os.path.join(directory, name)).st_mtime >= since]
 
 
+_WRITERS: dict[str, str] = {}  # a file found written in the user's config directory → the test it appeared after
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    """Note which test a write to the user's config directory first appeared after (a stat per test)."""
+    for name in _written_since(_REAL_CONFIG_DIR, _STARTED):
+        _WRITERS.setdefault(name, item.nodeid)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A troupe a test started wrote the user's own config directory: it was launched without the
     test's environment (see tests/support/troupe.stdio_params), and its pins leak into other tests."""
@@ -56,8 +72,8 @@ def pytest_sessionfinish(session, exitstatus):
     if written:
         writer = session.config.get_terminal_writer()
         writer.line()
-        writer.line(
-            f"FAILED: tests wrote the user's troupe config directory {_REAL_CONFIG_DIR}: {sorted(written)}", red=True)
+        found = ", ".join(f"{name} (after {_WRITERS.get(name, '?')})" for name in sorted(written))
+        writer.line(f"FAILED: tests wrote the user's troupe config directory {_REAL_CONFIG_DIR}: {found}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
