@@ -146,8 +146,11 @@ def _local(command: str, args) -> Any:
                           f"`troupe approvals` lists what waits")
     decision = ledger.APPROVED if command == "approve" else ledger.DENIED
     shown = trust.shown_launch(server)
-    entry, _ = book.update(lambda data: dict(ledger.decide(data, trust.identity_key(server), server.name, decision,
-                                                        server.provenance, shown)))
+    keys = trust.identity_keys(server)  # the shell's PATH may not be the troupe's that will start it
+
+    def decided(data: dict) -> dict:
+        return [dict(ledger.decide(data, key, server.name, decision, server.provenance, shown)) for key in keys][0]
+    entry, _ = book.update(decided)
     return {"server": server.name, "decision": decision, "provenance": server.provenance, "launch": shown,
             "file": server.origin_file, "pinned": bool(entry.get("pinned")), "approvals_file": path,
             "note": "no running troupe has it: the decision applies when troupe starts it"}

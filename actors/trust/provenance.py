@@ -25,6 +25,18 @@ def identity_key(config: ServerConfig) -> str:
     return identity_of(config, which_on(os.environ.get("PATH")))
 
 
+def identity_keys(config: ServerConfig) -> tuple[str, ...]:
+    """Every key a troupe may give this launch line, whatever its PATH: an absolute command is
+    keyed by its name when that troupe's PATH finds the same binary under it, else by its real
+    path. An operator deciding offline (no running troupe to ask) records both, so the decision
+    covers the launch line as configured and not only the approving shell's PATH."""
+    keys = [identity_key(config)]
+    if not config.identity and config.stdio is not None:
+        from actors.discovery.identity import identity_of
+        keys.append(identity_of(config, None))
+    return tuple(dict.fromkeys(keys))
+
+
 def verdict(config: ServerConfig, decisions) -> str:
     """ALLOWED, PENDING, DENIED or NEEDS_INPUT for this exact launch line, given the operator's decisions.
 

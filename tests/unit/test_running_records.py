@@ -69,3 +69,30 @@ def test_two_configs_with_a_server_of_one_name_are_never_guessed_between(approva
     assert cli.run("approvals", ["--config", str(quiet)]) == cli.EXIT_OK
     listed = capsys.readouterr().out
     assert f"troupe approve srv --config {one}" in listed and f"troupe approve srv --config {two}" in listed
+
+
+def test_an_offline_approval_covers_the_launch_line_whatever_path_the_troupe_has(approvals, tmp_path, monkeypatch):
+    """No troupe runs: the decision must hold for a troupe started later on another PATH (an
+    absolute command is keyed by its name on a PATH that finds it, else by its real path)."""
+    from dataclasses import replace
+
+    import yaml
+
+    from actors.settings import config as config_mod
+    from actors.trust import provenance as trust
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "srv"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    config = tmp_path / "troupe.yaml"
+    config.write_text(yaml.safe_dump({"discovery": {"enabled": False}, "servers": [
+        {"name": "srv", "transport": {"type": "stdio", "stdio": {"command": str(tool), "args": ["--flag"]}}}]}))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")  # the approving shell finds it
+    assert cli.run("approve", ["srv", "--config", str(config)]) == cli.EXIT_OK
+    server = config_mod.load(str(config)).servers[0]
+    decisions = {key: entry["decision"] for key, entry in ledger.Ledger(approvals).read()["servers"].items()}
+    waiting = replace(server, provenance="project")  # one that needs the approval
+    assert trust.verdict(waiting, decisions) == trust.ALLOWED
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the troupe that starts it later does not
+    assert trust.verdict(waiting, decisions) == trust.ALLOWED, decisions
