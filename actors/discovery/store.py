@@ -83,9 +83,11 @@ class SqliteStore:
 
 
 def open_store(kind: str, path: str | os.PathLike | None, home: str | os.PathLike):
-    """memory | sqlite; the SQLite file defaults to ~/.config/troupe/services.db under `home`."""
+    """memory | sqlite; the SQLite file defaults to services.db in troupe's config directory:
+    $TROUPE_CONFIG_DIR, as for the approvals file beside it, else ~/.config/troupe under `home`."""
     if kind == "memory":
         return MemoryStore()
     if kind == "sqlite":
-        return SqliteStore(path or Path(home) / ".config" / "troupe" / "services.db")
+        folder = os.environ.get("TROUPE_CONFIG_DIR") or Path(home) / ".config" / "troupe"
+        return SqliteStore(path or Path(folder) / "services.db")
     raise ValueError(f"discovery.store: {kind!r} is not one of memory, sqlite")

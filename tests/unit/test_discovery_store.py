@@ -46,11 +46,21 @@ def test_sqlite_survives_reopen_uses_wal_and_is_owner_only(tmp_path):
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_default_sqlite_path_is_under_home(tmp_path):
+def test_default_sqlite_path_is_under_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("TROUPE_CONFIG_DIR")
     store = open_store("sqlite", None, tmp_path)
     store.put("x", ENTRY)
     store.close()
     assert (tmp_path / ".config" / "troupe" / "services.db").is_file()
+
+
+def test_default_sqlite_path_follows_troupe_s_config_directory(tmp_path, monkeypatch):
+    # beside the approvals file: TROUPE_CONFIG_DIR moves both, whatever `home` discovery reads
+    monkeypatch.setenv("TROUPE_CONFIG_DIR", str(tmp_path / "conf"))
+    store = open_store("sqlite", None, tmp_path / "home")
+    store.put("x", ENTRY)
+    store.close()
+    assert (tmp_path / "conf" / "services.db").is_file() and not (tmp_path / "home").exists()
 
 
 def test_unknown_store_kind_is_an_error(tmp_path):
