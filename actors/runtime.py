@@ -25,13 +25,13 @@ from actors.supervision.policy import Policy
 from actors.catalogue.registry import Registry
 from actors.downstream import coretools
 from actors.tells import tell as _tell
+from actors.upstream.routing import route_server_request
 from actors.redact import redact_url
 from actors.supervision import client_route
 from actors.supervision.directory import Directory
 from actors.messages import SetUrl
-from actors.supervision.states import ServerState
 from actors.supervision.supervisor import Supervisor
-from actors.trust import ledger
+from actors.trust import ledger, report as trust_report
 from actors.trust.keeper import TrustKeeper
 from actors.trust.ledger import TrustSnapshot
 from actors.trust.messages import Decide, WatchTrust
@@ -362,7 +362,7 @@ class Runtime:
 
     def approvals(self) -> list[dict]:
         """What waits for an operator: unapproved servers and withheld definitions."""
-        return waiting(self.status()["servers"], self.trust.current)
+        return trust_report.waiting(self.status()["servers"], self.trust.current)
 
     def sign_ins(self) -> list[dict]:
         """Servers waiting for an OAuth sign-in, with their authorization URL (no actor hop)."""
@@ -394,36 +394,6 @@ class Runtime:
 def _tell_servers_seen(keeper, directory) -> None:
     from actors.trust.messages import ServersSeen
     _tell(keeper, ServersSeen(directory))
-
-
-def route_server_request(request, origin):
-    """Hand an upstream's request to whoever made the call that triggered it (`origin`: a
-    session's ref, or a relayed call at its owner); a request no client's call triggered is
-    refused with an error."""
-    from actors.messages import UpstreamError
-    from actors.protocol import jsonrpc
-    if not hasattr(origin, "tell"):  # troupe's own request (or a listen's), not a client's call
-        request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: it was not "
-                                       f"sent while a client's request to this server was in progress"))
-        return None
-    if not _tell(origin, request):
-        request.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"troupe refuses {request.method}: the client "
-                                       f"whose call triggered it has gone"))
-        return None
-    return origin
-
-
-def waiting(servers, snapshot) -> list[dict]:
-    """Rows for `troupe approvals` and the dashboard, from a status report's servers and a trust snapshot."""
-    from actors.trust.report import server_row, withheld_rows
-    rows = [server_row(s["name"], s.get("provenance"), s.get("origin_file"), s.get("shown_launch"))
-            for s in servers if s.get("state") == ServerState.PENDING_APPROVAL]
-    by_name = {s["name"]: s for s in servers}
-    for held in snapshot.withheld.values():
-        mine = by_name.get(held.get("name"))
-        if mine is not None:  # another config's server shares the file: not ours to show
-            rows += withheld_rows(mine["name"], mine.get("provenance"), held)
-    return rows
 
 
 def _plain(value):
