@@ -4,7 +4,7 @@ A notice is owed for a list kind only when the list as this client would now be 
 from the one it has: a change its own listing already showed it (a first tools/list that waited
 for start-up, then the start-up's change notice) is no news, nor is a change it was already
 told of, and a client that never listed a kind has nothing to refresh. Lists are compared by
-content digest (views.digest: built with each snapshot), never by catalogue version: a rebuild
+content digest (built with each snapshot), never by catalogue version: a rebuild
 that leaves a client's view as it was (another client's profile, a withheld tool's bookkeeping)
 changes the version but not the list.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from actors.catalogue import views
 
 if TYPE_CHECKING:
     from actors.catalogue.snapshot import Catalogue
@@ -27,10 +26,16 @@ def kinds_of(lists: Iterable[str]) -> list[str]:
     return [k for k in KINDS if k in named]
 
 
+# The lists one notice kind stands for: resources/list_changed covers resources and templates,
+# which a client lists apart (it may hold resources of one snapshot and templates of another).
+PARTS = {"tools": ("tools",), "resources": ("resources", "resourceTemplates"), "prompts": ("prompts",)}
+
+
 class ShownLists:
-    """Per list kind: the digest of the list the client was last shown (`shown`), and of the one
-    it was last told to fetch (`news` said so). Owned by one Session (for its legacy client) or
-    by one listen stream, used only from that Session's greenlet."""
+    """Per list (tools, resources, resourceTemplates, prompts): the digest of the one the client
+    was last shown (`shown`), and of the one it was last told to fetch (`news` said so). Owned
+    by one Session (for its legacy client) or by one listen stream, used only from that
+    Session's greenlet."""
 
     __slots__ = ("_shown", "_told")
 
@@ -38,19 +43,26 @@ class ShownLists:
         self._shown: dict[str, str] = {}
         self._told: dict[str, str] = {}
 
-    def shown(self, kind: str, cat: Catalogue) -> None:
-        """The client has just been shown list `kind` of `cat` (its view of the catalogue)."""
-        self._shown[kind] = views.digest(cat, kind)
-        self._told.pop(kind, None)
+    def shown(self, part: str, cat: Catalogue) -> None:
+        """The client has just been shown list `part` (tools, resources, resourceTemplates,
+        prompts) of `cat`, its view of the catalogue."""
+        self._shown[part] = cat.digests[part]
+        self._told.pop(part, None)
+
+    def holds(self, kind: str, cat: Catalogue) -> None:
+        """The client is taken to hold every list of notice kind `kind` as `cat` has them (a
+        listen stream opening, or a notice just sent)."""
+        for part in PARTS[kind]:
+            self.shown(part, cat)
 
     def news(self, kind: str, cat: Catalogue) -> bool:
-        """Is list `kind` of `cat` news to the client (it has a listing of that kind, this list
-        differs from it and was not announced already)? True is remembered as told."""
-        seen = self._shown.get(kind)
-        if seen is None:
-            return False  # never listed: its first listing will be current
-        now = views.digest(cat, kind)
-        if now == seen or now == self._told.get(kind):
+        """Is notice kind `kind` news to the client: does any list of it that the client holds
+        differ from `cat`'s, and was that not announced already? True is remembered as told.
+        A list the client never fetched is no news: its first listing will be current."""
+        parts = [p for p in PARTS[kind] if p in self._shown]
+        stale = [p for p in parts if cat.digests[p] != self._shown[p] and cat.digests[p] != self._told.get(p)]
+        if not stale:
             return False
-        self._told[kind] = now
+        for p in parts:
+            self._told[p] = cat.digests[p]
         return True

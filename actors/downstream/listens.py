@@ -67,7 +67,7 @@ class Listens:
         kinds = frozenset(kind for key, kind in modern.LISTEN_KINDS.items() if wanted.get(key))
         listen = self._open[rid] = Listen(rid, sink, kinds, ClientSubscriptions(self._unsubscriber(rid)))
         for kind in kinds:
-            listen.lists.shown(kind, cat)
+            listen.lists.holds(kind, cat)
         honored: dict = {key: True for key, kind in modern.LISTEN_KINDS.items() if kind in kinds}
         uris = list(honored_uris)
         if uris:
@@ -86,7 +86,7 @@ class Listens:
         for listen in list(self._open.values()):
             for kind in changed:
                 if kind in listen.kinds and listen.lists.news(kind, cat):
-                    listen.lists.shown(kind, cat)
+                    listen.lists.holds(kind, cat)
                     listen.notify(LIST_NOTICE[kind])
 
     def updated(self, server: str, uri: str) -> None:

@@ -39,14 +39,17 @@ def page(items: list, params: dict, key: str, digest: str) -> dict:
     return out
 
 
-def paged(rid, params: dict, sink, items: list, key: str, cat, variant=()) -> None:
+def paged(rid, params: dict, sink, items: list, key: str, cat, variant=()) -> bool:
     """Answer with one page of `items` (cut from snapshot `cat`; `variant` names what else shaped
-    them), its cursor a digest of their content: any instance with the same catalogue continues it."""
+    them), its cursor a digest of their content: any instance with the same catalogue continues it.
+    False when the cursor was refused: the client was shown nothing of `cat`."""
     digest = cursor_digest(cat, key, variant)
     try:
         sink(jsonrpc.result(rid, page(items, params, key, digest)))
+        return True
     except BadCursor as exc:
         sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))
+        return False
 
 
 class BadCursor(Exception):

@@ -44,21 +44,23 @@ class ResourceRequests:
         passthrough server would be asked, and only when start-up has settled."""
         return routing.resource_owner(self._view.catalogue(), None, uri) is None
 
+    def _listed(self, rid, params, sink, items: list, key: str, cat) -> None:
+        """A page of list `key`; a session's client then holds that list of `cat` (a refused
+        cursor showed it nothing; a modern request leaves nothing behind)."""
+        if paged(rid, params, sink, items, key, cat) and modern.envelope_of(sink) is None:
+            self._handshake.served(key, cat)
+
     def resources_list(self, rid, params, sink, msg) -> None:
         if self._waited(msg, sink):
             return
         cat = self._view.catalogue()
-        if modern.envelope_of(sink) is None:  # a modern request leaves nothing behind
-            self._handshake.served("resources", cat)
-        paged(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
+        self._listed(rid, params, sink, [dict(r.definition) for r in cat.resources], "resources", cat)
 
     def templates_list(self, rid, params, sink, msg) -> None:
         if self._waited(msg, sink):
             return
         cat = self._view.catalogue()
-        if modern.envelope_of(sink) is None:
-            self._handshake.served("resources", cat)  # list_changed for resources covers templates
-        paged(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
+        self._listed(rid, params, sink, [dict(t.definition) for t in cat.templates], "resourceTemplates", cat)
 
     def resources_read(self, rid, params, sink, msg) -> None:
         uri = params.get("uri")
@@ -75,9 +77,7 @@ class ResourceRequests:
         if self._waited(msg, sink):
             return
         cat = self._view.catalogue()
-        if modern.envelope_of(sink) is None:
-            self._handshake.served("prompts", cat)
-        paged(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
+        self._listed(rid, params, sink, [dict(p.definition) for p in cat.prompts], "prompts", cat)
 
     def prompts_get(self, rid, params, sink, msg) -> None:
         name = params.get("name")

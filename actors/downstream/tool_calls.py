@@ -46,16 +46,16 @@ class ToolRequests:
             return
         cat = self._view.catalogue()
         legacy = modern.envelope_of(sink) is None
-        if legacy:  # a modern request leaves nothing behind
-            self._handshake.served("tools", cat)
         if self._mode == "meta":  # exactly the meta-tools: everything else is reached through them
             paged(rid, params, sink, list(metatools.META_TOOLS), "tools", cat, (self._mode, ()))
-            return
+            return  # and no list_changed for them: they never change
         # each era's client its own era's definitions (eras), built once per snapshot
         tools = list(cat.legacy_tool_list if legacy else cat.modern_tool_list)
         core = self._core_tools()
         # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
-        paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core)))
+        if paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core))) \
+                and legacy:  # a modern request leaves nothing behind
+            self._handshake.served("tools", cat)
 
     def _core_tools(self) -> list[dict]:
         """The core tools this client sees: flat mode lists them, meta mode's listing meta-tools show them."""

@@ -30,6 +30,7 @@ def _parser(prog: str, with_name: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"troupe {prog}")
     if with_name:
         p.add_argument("name", help="the server's name, as `troupe approvals` shows it")
+        p.add_argument("--pid", type=int, help="the running troupe meant, when several have servers of that name")
     p.add_argument("--url", help="a running troupe's HTTP base URL (default: work on the files, offline)")
     p.add_argument("--token", default=os.environ.get("TROUPE_AUTH_TOKEN"), help="bearer token for --url")
     p.add_argument("--config", help="troupe config (default: the embedded default)")
@@ -129,7 +130,7 @@ def _local(command: str, args) -> Any:
         book = SharedState(config.cluster).ledger(path)
     snapshot = ledger.snapshot(book.read(), 1)
     if command != "approvals":
-        found = cli_running.matches(records, args.name, args.config)
+        found = cli_running.matches(records, args.name, args.config, args.pid)
         if found:
             return cli_running.decide(command, args.name, found, book, path, shown=book.path)
     path = str(book.path)

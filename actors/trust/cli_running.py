@@ -22,15 +22,15 @@ def _config_of(record: dict) -> str:
     return record.get("config") or os.path.abspath(DEFAULT_CONFIG)
 
 
-def matches(records: list[dict], name: str, config: str | None) -> list[tuple[dict, dict]]:
+def matches(records: list[dict], name: str, config: str | None, pid: int | None = None) -> list[tuple[dict, dict]]:
     """(record, its entry for `name`) of every running troupe that has a server so named; with
-    `config`, only the troupes running from that file."""
+    `config`, only the troupes running from that file; with `pid`, only that troupe."""
     wanted = os.path.abspath(config) if config else None
     out = []
     for record in records:
         entry = record["servers"].get(name)
         if isinstance(entry, dict) and isinstance(entry.get("identity"), str) and (
-                wanted is None or _config_of(record) == wanted):
+                wanted is None or _config_of(record) == wanted) and (pid is None or record.get("pid") == pid):
             out.append((record, entry))
     return out
 
@@ -50,6 +50,10 @@ def decide(command: str, name: str, found: list[tuple[dict, dict]], book, path: 
         raise LookupError(f"troupes running from {len(configs)} configs each have a server named {name!r}; "
                           "name the one you mean: " + "; ".join(f"`{approve_command(command, name, c)}`"
                                                                    for c in configs))
+    if len({e["identity"] for _, e in found}) > 1:  # one name, several launch lines (projects of one config)
+        raise LookupError(f"running troupes have different servers named {name!r}; name the one you mean: "
+                          + "; ".join(f"`{approve_command(command, name, None)} --pid {r['pid']}` for "
+                                      f"{e.get('launch') or '?'}" for r, e in sorted(found, key=lambda f: f[0]["pid"])))
     decision = ledger.APPROVED if command == "approve" else ledger.DENIED
     entry: dict = {}
     for identity, first in {e["identity"]: e for _, e in found}.items():
@@ -57,6 +61,15 @@ def decide(command: str, name: str, found: list[tuple[dict, dict]], book, path: 
             data, identity, name, decision, first.get("provenance"), first.get("launch"))))
     _, first = found[0]
     target = running.ALLOWED if decision == ledger.APPROVED else running.DENIED
+    note = None
+    if decision == ledger.APPROVED and all(e.get("state") == running.NEEDS_INPUT for _, e in found):
+        note = "it still needs an input value before troupe can start it"  # no approval fills `${input:…}`
+    elif all(e.get("state") == target for _, e in found):  # its record cannot show the change (withheld tools)
+        note = f"the running troupe (pid {', '.join(str(r['pid']) for r, _ in found)}) reads it within a second"
+    if note is not None:
+        return {"server": name, "decision": decision, "provenance": first.get("provenance"),
+                "launch": first.get("launch"), "file": first.get("file"), "pinned": bool(entry.get("pinned")),
+                "approvals_file": shown or path, "config": configs[0], "applied_by": [], "note": note}
     pids = _wait_applied(path, name, {(r["pid"], e["identity"]) for r, e in found}, target,
                          CONFIRM_TIMEOUT if timeout is None else timeout, shown or path)
     return {"server": name, "decision": decision, "provenance": first.get("provenance"),
@@ -78,9 +91,9 @@ def _wait_applied(path: str, name: str, waiting: set, target: str, timeout: floa
         if not left:
             return sorted({pid for pid, identity in waiting if states.get((pid, identity)) == target})
         if time.monotonic() > deadline:
-            shown = ", ".join(f"pid {pid}: {states[(pid, i)]}" for pid, i in sorted(left))
+            where = ", ".join(f"pid {pid}: {states[(pid, i)]}" for pid, i in sorted(left))
             raise NotApplied(f"recorded in {shown}, but the running troupe still shows {name} as not "
-                             f"{target} after {timeout:g}s ({shown})")
+                             f"{target} after {timeout:g}s ({where})")
         time.sleep(CONFIRM_POLL)
 
 

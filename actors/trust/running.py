@@ -34,8 +34,9 @@ def record_path(approvals_path: str, runtime: str) -> Path:
 def write(path: Path, approvals_path: str, config_file: str | None, servers: Mapping[str, Mapping[str, Any]]) -> None:
     """Replace one runtime's record: `servers` maps each server's name to its identity, its
     trust state (PENDING, DENIED, NEEDS_INPUT or ALLOWED), provenance, shown launch line and origin file."""
-    blob = orjson.dumps({"pid": os.getpid(), "config": config_file, "approvals_file": approvals_path,
-                         "written_at": time.time(), "servers": servers}, option=orjson.OPT_SORT_KEYS)
+    blob = orjson.dumps({"pid": os.getpid(), "started": _start_time(os.getpid()), "config": config_file,
+                         "approvals_file": approvals_path, "written_at": time.time(), "servers": servers},
+                        option=orjson.OPT_SORT_KEYS)
     write_private(path, blob, ".running-")
 
 
@@ -77,7 +78,9 @@ def _records(approvals_path: str) -> list[tuple[Path, dict | None]]:
         if not isinstance(record, dict) or not isinstance(record.get("servers"), dict):
             continue
         pid = record.get("pid")
-        alive = isinstance(pid, int) and not isinstance(pid, bool) and _alive(pid)
+        # the same process, not another that took its pid since (its start time says which)
+        alive = isinstance(pid, int) and not isinstance(pid, bool) and _alive(pid) and \
+            record.get("started") == _start_time(pid)
         out.append((path, record if alive else None))
     return out
 
@@ -90,3 +93,14 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return False  # another user's process took the pid: ours (this user's troupe) is gone
     return True
+
+
+def _start_time(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (Linux /proc; None elsewhere, where
+    only the pid is compared): a pid reused by another process has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # field 22 of stat(5); [0] here is field 3, after "pid (comm)"
+    except (OSError, IndexError, ValueError):
+        return None

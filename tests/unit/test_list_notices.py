@@ -34,6 +34,23 @@ def test_a_change_is_news_once_and_again_after_the_client_listed():
 
 def test_templates_belong_to_the_resources_notice():
     lists = ShownLists()
-    lists.shown("resources", _cat(1))
+    lists.shown("resourceTemplates", _cat(1))
     assert lists.news("resources", _cat(2, templates=("r://{x}",)))
+    only_resources = ShownLists()
+    only_resources.shown("resources", _cat(1))  # it never fetched templates: nothing of them to refresh
+    assert not only_resources.news("resources", _cat(2, templates=("r://{x}",)))
+
+
+def test_resources_and_templates_listed_from_two_snapshots_are_each_compared():
+    # resources listed at 1, templates at 2 (both changed at 2, its notice not yet sent): the
+    # resources the client holds are stale, though its latest listing was of snapshot 2
+    def cat(version, uris):
+        return build({"s": ServerLists("s", "s", resources=tuple({"uri": u, "name": u} for u in uris),
+                                       templates=tuple({"uriTemplate": u + "{x}", "name": u} for u in uris))},
+                     "__", version)
+    lists = ShownLists()
+    lists.shown("resources", cat(1, ("r://a",)))
+    lists.shown("resourceTemplates", cat(2, ("r://a", "r://b")))
+    assert lists.news("resources", cat(2, ("r://a", "r://b")))
+    assert not lists.news("resources", cat(2, ("r://a", "r://b")))  # told once
     assert kinds_of(["templates", "prompts", "tools", "other"]) == ["tools", "resources", "prompts"]

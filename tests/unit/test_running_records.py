@@ -5,6 +5,8 @@ not apply as done."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import orjson
 import pytest
@@ -16,8 +18,9 @@ def _record(approvals: str, servers: dict, config: str | None = None, pid: int |
             runtime: str = "t") -> None:
     path = running.folder(approvals) / f"{pid or os.getpid()}-{runtime}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps({"pid": pid or os.getpid(), "config": config, "approvals_file": approvals,
-                                   "servers": servers}))
+    pid = pid or os.getpid()
+    path.write_bytes(orjson.dumps({"pid": pid, "started": running._start_time(pid), "config": config,
+                                   "approvals_file": approvals, "servers": servers}))
 
 
 def _pending(identity: str) -> dict:
@@ -33,6 +36,9 @@ def approvals(tmp_path, monkeypatch):
 def test_a_record_written_by_a_process_that_is_gone_is_not_read(approvals):
     _record(approvals, {"a": _pending("stdio:a")})
     _record(approvals, {"b": _pending("stdio:b")}, pid=2 ** 22 + 12345, runtime="gone")  # no such pid
+    # a pid another process took since: the start time differs
+    reused = running.folder(approvals) / "1-reused.json"
+    reused.write_bytes(orjson.dumps({"pid": 1, "started": -1, "servers": {"c": _pending("stdio:c")}}))
     assert [sorted(r["servers"]) for r in running.live(approvals)] == [["a"]]
     running.prune(approvals)  # what a troupe does at start: a killed one's record goes
     assert [p.name for p in running.folder(approvals).iterdir()] == [f"{os.getpid()}-t.json"]
@@ -49,11 +55,19 @@ def test_a_decision_the_running_troupe_does_not_apply_is_not_reported_as_done(ap
     assert data["servers"]["stdio:/opt/bin/srv --flag"]["decision"] == ledger.APPROVED
 
 
-def test_a_decision_the_troupe_applies_is_reported_with_its_pid(approvals, capsys):
-    # a troupe that shows the server allowed already (its withheld tools were what waited)
+def test_a_decision_for_an_allowed_server_is_recorded_not_reported_as_applied(approvals, capsys):
+    # a troupe that shows the server allowed already (its withheld tools were what waited): its
+    # record cannot show the withheld tools accepted, so the output does not claim they were
     _record(approvals, {"srv": {**_pending("stdio:srv"), "state": running.ALLOWED}})
     assert cli.run("approve", ["srv"]) == cli.EXIT_OK
-    assert f"applied by the running troupe (pid {os.getpid()})" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"the running troupe (pid {os.getpid()}) reads it within a second" in out and "applied" not in out
+
+
+def test_a_server_that_needs_an_input_value_is_recorded_and_says_so(approvals, capsys):
+    _record(approvals, {"srv": {**_pending("stdio:srv"), "state": running.NEEDS_INPUT}})
+    assert cli.run("approve", ["srv"]) == cli.EXIT_OK
+    assert "still needs an input value" in capsys.readouterr().out
 
 
 def test_two_configs_with_a_server_of_one_name_are_never_guessed_between(approvals, tmp_path, capsys):
@@ -96,3 +110,24 @@ def test_an_offline_approval_covers_the_launch_line_whatever_path_the_troupe_has
     assert trust.verdict(waiting, decisions) == trust.ALLOWED
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the troupe that starts it later does not
     assert trust.verdict(waiting, decisions) == trust.ALLOWED, decisions
+
+
+def test_one_name_with_two_launch_lines_in_one_config_is_never_guessed_between(approvals, capsys, monkeypatch):
+    """Two projects' servers under one config: a plain `troupe approve github` must not approve
+    both, nor pick one; it names each with the command that decides it alone."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                              stdin=subprocess.PIPE)  # a second live pid
+    try:
+        _record(approvals, {"github": _pending("stdio:gh-mcp --repo a")}, runtime="a")
+        _record(approvals, {"github": _pending("stdio:gh-mcp --repo b")}, pid=holder.pid, runtime="b")
+        assert cli.run("approve", ["github"]) == cli.EXIT_FAILED
+        err = capsys.readouterr().err
+        assert "different servers named 'github'" in err, err
+        assert f"`troupe approve github --pid {os.getpid()}` for x" in err and f"--pid {holder.pid}`" in err
+        assert ledger.Ledger(approvals).read()["servers"] == {}  # nothing decided
+        monkeypatch.setattr(cli_running, "CONFIRM_TIMEOUT", 0.2)
+        assert cli.run("approve", ["github", "--pid", str(holder.pid)]) == cli.EXIT_FAILED  # nobody applies it
+        assert set(ledger.Ledger(approvals).read()["servers"]) == {"stdio:gh-mcp --repo b"}
+    finally:
+        holder.kill()
+        holder.wait()
