@@ -39,12 +39,13 @@ def page(items: list, params: dict, key: str, digest: str) -> dict:
     return out
 
 
-def paged(rid, params: dict, sink, items: list, key: str, cat, variant=()) -> None:
+def paged(rid, params: dict, sink, items: list, key: str, cat, variant=(), extra: dict | None = None) -> None:
     """Answer with one page of `items` (cut from snapshot `cat`; `variant` names what else shaped
-    them), its cursor a digest of their content: any instance with the same catalogue continues it."""
+    them), its cursor a digest of their content: any instance with the same catalogue continues it.
+    `extra`: fields the result carries besides (a modern list's caching hints)."""
     digest = cursor_digest(cat, key, variant)
     try:
-        sink(jsonrpc.result(rid, page(items, params, key, digest)))
+        sink(jsonrpc.result(rid, {**page(items, params, key, digest), **(extra or {})}))
     except BadCursor as exc:
         sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))
 
