@@ -8,6 +8,8 @@ from urllib.parse import quote, unquote
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 REWRITE_SCHEME = "troupe"
+UI_HEAD = "ui://"
+UI_REWRITE_HEAD = f"{UI_HEAD}{REWRITE_SCHEME}/"
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -34,11 +36,19 @@ def disambiguate(name: str, server: str, taken) -> str:
 
 
 def rewrite_uri(server: str, uri: str) -> str:
-    """A reversible URI for a resource whose URI another server also uses."""
+    """A reversible URI for a resource whose URI another server also uses. An MCP App's view
+    stays in the `ui://` scheme (hosts refuse to render any other): ui://troupe/SERVER/REST."""
+    if uri.startswith(UI_HEAD):
+        return f"{UI_REWRITE_HEAD}{quote(server, safe='')}/{uri[len(UI_HEAD):]}"
     return f"{REWRITE_SCHEME}://{quote(server, safe='')}/{quote(uri, safe='')}"
 
 
 def unrewrite_uri(uri: str) -> tuple[str, str] | None:
+    """(server, upstream uri) of a URI rewrite_uri made, or None. A server's own URI that merely
+    looks rewritten is found first in the catalogue's index (Catalogue.resource_owner)."""
+    if uri.startswith(UI_REWRITE_HEAD):
+        server, sep, rest = uri[len(UI_REWRITE_HEAD):].partition("/")
+        return (unquote(server), UI_HEAD + rest) if server and sep else None
     head = f"{REWRITE_SCHEME}://"
     if not uri.startswith(head):
         return None

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from loguru import logger
 
-from actors.catalogue import naming
+from actors.catalogue import apps, naming
 from actors.catalogue.digests import combined, content_digest
 from actors.lazy import lazy
 from actors.protocol import eras
@@ -122,6 +122,10 @@ class Catalogue:
     tool_index: Mapping[str, Entry] = field(default_factory=lambda: MappingProxyType({}))
     prompt_index: Mapping[str, Entry] = field(default_factory=lambda: MappingProxyType({}))
     resource_index: Mapping[str, ResourceEntry] = field(default_factory=lambda: MappingProxyType({}))
+    # MCP Apps views a tool names but its server does not list (catalogue/apps.py): URI → entry,
+    # routed like a listed resource, never shown in resources/list.
+    references: Mapping[str, ResourceEntry] = field(default_factory=lambda: MappingProxyType({}))
+    app_only: frozenset = frozenset()  # qualified names of the tools shown to an MCP App alone
     servers: tuple = ()
     collisions: tuple = ()  # human-readable lines, for the status report
     tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
@@ -163,7 +167,7 @@ class Catalogue:
 
     def resource_owner(self, uri: str) -> tuple[str, str] | None:
         """(server, upstream uri) for a URI a client asked for, or None."""
-        entry = self.resource_index.get(uri)
+        entry = self.resource_index.get(uri) or self.references.get(uri)
         if entry:
             return entry.server, entry.original
         back = naming.unrewrite_uri(uri)
@@ -205,26 +209,32 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
     tool_index: dict[str, Entry] = {}
     prompt_index: dict[str, Entry] = {}
     resource_index: dict[str, ResourceEntry] = {}
+    references: dict[str, ResourceEntry] = {}
     templates: list[ResourceEntry] = []
     withheld: dict[tuple, Withheld] = {}
     order = sorted(lists)
     for server in order:
         sl = lists[server]
-        # Within a server, by name: the order a client sees never depends on how an upstream
-        # happened to list (two instances with the same catalogue serve the same pages).
-        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", between, reserved)
-        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt", between)
+        # Resources first: a tool naming its MCP App view is shown with the URI its server's view has.
+        exposures: dict[str, str] = {}  # this server's URI → the one clients see
         for res in sl.resources:
             between()
             uri = res.get("uri")
             if not isinstance(uri, str):
                 continue
-            exposed = uri
-            if uri in resource_index:
-                exposed = naming.rewrite_uri(server, uri)
-                collisions.append(f"resource {uri!r} of {server} shown as {exposed!r} "
-                                  f"({resource_index[uri].server} keeps it)")
+            exposed = _exposed(server, uri, resource_index, references, collisions)
+            exposures.setdefault(uri, exposed)
             resource_index[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({**res, "uri": exposed}))
+        for tool in sl.tools:
+            for uri in apps.referenced_uris(tool) if isinstance(tool, Mapping) else ():
+                if uri not in exposures:  # a view its server does not list: routed all the same
+                    exposed = exposures[uri] = _exposed(server, uri, resource_index, references, collisions)
+                    references[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({"uri": exposed}))
+        # Within a server, by name: the order a client sees never depends on how an upstream
+        # happened to list (two instances with the same catalogue serve the same pages).
+        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", between, reserved,
+                   shape=lambda item, seen=exposures: apps.with_uris(item, lambda u: seen.get(u, u)))
+        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt", between)
         for kind, original in sl.withheld:
             qualified = naming.qualify(sl.prefix, separator, original)
             if kind == "tools" and qualified in reserved:  # the name it would have once approved
@@ -242,7 +252,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
         version=version, tools=tools, prompts=tuple(prompt_index.values()),
         resources=tuple(resource_index.values()), templates=tuple(templates),
         tool_index=MappingProxyType(tool_index), prompt_index=MappingProxyType(prompt_index),
-        resource_index=MappingProxyType(resource_index), servers=tuple(order),
+        resource_index=MappingProxyType(resource_index), references=MappingProxyType(references),
+        app_only=frozenset(e.name for e in tools if apps.app_only(e.definition)), servers=tuple(order),
         collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in paced(tools, between)),
         withheld=MappingProxyType(withheld),
         instructions=MappingProxyType({s: lists[s].instructions for s in order if lists[s].instructions}))
@@ -253,8 +264,20 @@ def _by_name(item) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _exposed(server: str, uri: str, listed: Mapping, referenced: Mapping, collisions: list) -> str:
+    """The URI clients see for `server`'s `uri`: its own unless an earlier server's resource (or
+    MCP App view) has it; then a rewritten one naming the server (naming.rewrite_uri)."""
+    first = listed.get(uri) or referenced.get(uri)
+    if first is None:
+        return uri
+    exposed = naming.rewrite_uri(server, uri)
+    collisions.append(f"resource {uri!r} of {server} shown as {exposed!r} ({first.server} keeps it)")
+    return exposed
+
+
 def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str,
-               between: Callable[[], None], reserved: frozenset = frozenset()) -> None:
+               between: Callable[[], None], reserved: frozenset = frozenset(),
+               shape: Callable[[dict], dict] | None = None) -> None:
     seen: set[str] = set()
     for item in items:
         between()
@@ -280,7 +303,8 @@ def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: 
             new = naming.disambiguate(name, sl.server, index)
             collisions.append(f"{kind} {name!r} of {sl.server} renamed {new!r} ({first.server} keeps it)")
             name = new
-        index[name] = Entry(name, sl.server, original, MappingProxyType({**item, "name": name}))
+        index[name] = Entry(name, sl.server, original,
+                            MappingProxyType({**(shape(item) if shape is not None else item), "name": name}))
 
 
 def _same_scheme(a: str, b: str) -> bool:

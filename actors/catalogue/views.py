@@ -105,6 +105,7 @@ def _cut(cat: Catalogue, profile: Profile, between: Callable[[], None] = never) 
         tool_index=MappingProxyType({e.name: e for e in tools}),
         prompt_index=MappingProxyType({e.name: e for e in prompts}),
         resource_index=MappingProxyType({r.uri: r for r in resources}),
+        references=MappingProxyType({u: r for u, r in cat.references.items() if profile.sees_server(r.server)}),
         servers=tuple(s for s in cat.servers if profile.sees_server(s)),
         tool_list=tuple(dict(e.definition) for e in tools), withheld=MappingProxyType(withheld),
         views=MappingProxyType({}))

@@ -184,7 +184,8 @@ def handle(name: str, args: dict, cat: Catalogue, own: OwnTools = NO_OWN, needs_
     waiting for an OAuth sign-in (`needs_auth`: [{name, auth_url}]): their tools cannot be called now."""
     if name == "list_tools":
         limit, offset = _page(args)
-        listed = _paged_summaries(_Then(cat.tools, own.entries), len(cat.tools) + len(own.entries), limit, offset)
+        tools = _model_tools(cat)
+        listed = _paged_summaries(_Then(tools, own.entries), len(tools) + len(own.entries), limit, offset)
         if needs_auth:
             listed["needs_authentication"] = list(needs_auth)
         return _compact(listed)
@@ -211,7 +212,7 @@ def handle(name: str, args: dict, cat: Catalogue, own: OwnTools = NO_OWN, needs_
         return text_result(result)
     if name == "describe_resource":
         uri = _required_str(args, "uri")
-        entry = cat.resource_index.get(uri)
+        entry = cat.resource_index.get(uri) or cat.references.get(uri)  # or an MCP App view a tool names
         if entry is None:
             raise MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
         return text_result({"resource": dict(entry.definition), "server": entry.server})
@@ -226,6 +227,15 @@ def handle(name: str, args: dict, cat: Catalogue, own: OwnTools = NO_OWN, needs_
             raise MetaError(f"unknown prompt {prompt_name!r}; use list_prompts to find names")
         return text_result({"prompt": dict(entry.definition), "server": entry.server})
     raise MetaError(f"unknown meta-tool {name!r}")
+
+
+def _model_tools(cat: Catalogue) -> tuple:
+    """The tools the meta-tools list to the model: all but those a server shows to an MCP App
+    alone (`_meta.ui.visibility` without "model"), which the spec keeps out of a model's list.
+    describe_tool and call_tool still reach them by name (an app's host calls them)."""
+    if not cat.app_only:
+        return cat.tools
+    return tuple(e for e in cat.tools if e.name not in cat.app_only)
 
 
 def _describe_own(name: str, entries: tuple) -> dict:
@@ -280,11 +290,14 @@ def _filter(args: dict, cat: Catalogue, own: OwnTools = NO_OWN) -> dict:
     desc_ok = re.compile(re.escape(desc), flags).search if desc else None
     tools = cat.tools
 
+    hidden = cat.app_only  # the model's lists leave out tools meant for an MCP App alone
+
     def keep(t: Entry) -> bool:
         return (not server or t.server == server) and (name_ok is None or name_ok(t.name) is not None) \
-            and (desc_ok is None or desc_ok(t.definition.get("description", "")) is not None)
+            and (desc_ok is None or desc_ok(t.definition.get("description", "")) is not None) \
+            and t.name not in hidden
 
-    filtered = bool(server or pattern or desc)
+    filtered = bool(server or pattern or desc or hidden)
     mine = [j for j, e in enumerate(own.entries) if not filtered or keep(e)]  # positions in own
     if query:
         index = _index(cat)

@@ -39,13 +39,14 @@ def page(items: list, params: dict, key: str, digest: str) -> dict:
     return out
 
 
-def paged(rid, params: dict, sink, items: list, key: str, cat, variant=()) -> bool:
+def paged(rid, params: dict, sink, items: list, key: str, cat, variant=(), extra: dict | None = None) -> bool:
     """Answer with one page of `items` (cut from snapshot `cat`; `variant` names what else shaped
     them), its cursor a digest of their content: any instance with the same catalogue continues it.
-    False when the cursor was refused: the client was shown nothing of `cat`."""
+    `extra`: fields the result carries besides (a modern list's caching hints). False when the
+    cursor was refused: the client was shown nothing of `cat`."""
     digest = cursor_digest(cat, key, variant)
     try:
-        sink(jsonrpc.result(rid, page(items, params, key, digest)))
+        sink(jsonrpc.result(rid, {**page(items, params, key, digest), **(extra or {})}))
         return True
     except BadCursor as exc:
         sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, str(exc)))

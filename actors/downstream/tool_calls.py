@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from actors.catalogue import apps
 from actors.catalogue.snapshot import Catalogue
 from actors.downstream import coretools, metatools
 from actors.downstream.calls import CallDone
-from actors.downstream.replies import paged, passthrough, prompt_as_tool, resource_as_tool, tool_outcome
+from actors.downstream.replies import (paged, passthrough, prompt_as_tool, resource_as_tool, restore_uris,
+                                      tool_outcome)
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc, modern, validation
 from actors.tells import tell
@@ -51,9 +53,18 @@ class ToolRequests:
             return  # and no list_changed for them: they never change
         # each era's client its own era's definitions (eras), built once per snapshot
         tools = list(cat.legacy_tool_list if legacy else cat.modern_tool_list)
+        # A tool meant for an MCP App alone goes only to a host that takes apps (it keeps such
+        # tools from its model and lets its app call them); to any other client it would be one
+        # more tool for the model, which its server would not have listed to such a client.
+        apps_host = apps.takes_apps(self._fw.relayed_capabilities(sink))
+        if cat.app_only and not apps_host:
+            tools = [t for t in tools if t.get("name") not in cat.app_only]
         core = self._core_tools()
         # The cursor's digest: the view's tools (built with the snapshot) and what else is listed.
-        if paged(rid, params, sink, tools + core, "tools", cat, (self._mode, tuple(t["name"] for t in core))) \
+        # and a list that depends on what the caller declared is no list for a cache to share
+        private = {"cacheScope": "private"} if cat.app_only and not legacy else None
+        if paged(rid, params, sink, tools + core, "tools", cat,
+                 (self._mode, tuple(t["name"] for t in core), apps_host or not cat.app_only), private) \
                 and legacy:  # a modern request leaves nothing behind
             self._handshake.served("tools", cat)
 
@@ -173,7 +184,8 @@ class ToolRequests:
                 if owner is None:
                     raise metatools.MetaError(f"unknown resource {uri!r}; use list_resources to find URIs")
                 plan = self._cache.resource_plan(*owner)
-                self._cache.forward(plan, rid, owner[0], "resources/read", {"uri": owner[1]}, sink, resource_as_tool)
+                self._cache.forward(plan, rid, owner[0], "resources/read", {"uri": owner[1]}, sink,
+                                    _resource_under(owner[1], uri))
             elif name == "get_prompt":
                 pname = metatools._required_str(args, "name")
                 entry = cat.prompt(pname)
@@ -193,6 +205,16 @@ class ToolRequests:
                 sink(jsonrpc.result(rid, metatools.handle(name, args, cat, own, waiting)))
         except metatools.MetaError as exc:
             sink(jsonrpc.result(rid, metatools.text_result(f"{name}: {exc}", is_error=True)))
+
+
+def _resource_under(original: str, exposed: str):
+    """get_resource's answer shape: the contents as a tool result, under the URI the client asked
+    for (an MCP App view troupe serves under a URI of its own says that one, as resources/read)."""
+    def shape(rid, outcome):
+        if isinstance(outcome, dict):
+            outcome = restore_uris(outcome, original, exposed)
+        return resource_as_tool(rid, outcome)
+    return shape
 
 
 def _reserved_message(name: str, mode: str, cat: Catalogue) -> str:

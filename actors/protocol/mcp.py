@@ -10,9 +10,6 @@ SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN = "2026-07-28"
 MODERN_VERSIONS = (MODERN,)
 CLIENT_INFO = {"name": "troupe", "version": __version__}
-# What troupe backs for a client in a (legacy) session; modern.capabilities() is the stateless set.
-SESSION_CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
-                        "prompts": {"listChanged": True}, "logging": {}, "completions": {}}
 SERVER_INFO = {"name": "troupe", "title": "troupe MCP aggregator", "version": __version__}
 
 # logging/setLevel's levels, least to most severe (RFC 5424 order).
@@ -21,15 +18,35 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 RELAYED_REQUESTS = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation",
                     "roots/list": "roots"}
 RELAY_CAPABILITIES = tuple(dict.fromkeys(RELAYED_REQUESTS.values()))
+# MCP Apps (SEP-1865): a tool's `_meta.ui.resourceUri` names a `ui://` HTML resource of its server
+# that the host renders. troupe carries both (the URI rewritten where it serves the resource under
+# another, see catalogue/apps.py), so it declares the extension, with the one MIME type the spec
+# defines, to every upstream; a client's own declaration is relayed in its modern requests.
+UI_EXTENSION = "io.modelcontextprotocol/ui"
+UI_MIME_TYPE = "text/html;profile=mcp-app"
+# Client extensions troupe relays upstream as the client declared them (what it carries for them).
+RELAYED_EXTENSIONS = (UI_EXTENSION,)
+# Server extensions troupe itself carries for its clients, whatever its upstreams declare.
+SERVED_EXTENSIONS = {UI_EXTENSION: {}}
+
+# What troupe backs for a client in a (legacy) session; modern.capabilities() is the stateless set.
+SESSION_CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
+                        "prompts": {"listChanged": True}, "logging": {}, "completions": {},
+                        "extensions": SERVED_EXTENSIONS}
 # What troupe declares to every upstream, in its initialize and in the capabilities envelope of
 # its own modern requests: all it can relay, whichever client connects first, so that a server
 # lists the same tools (and its pin does not depend on who came first). A question no current
 # client can take is refused upstream with an error naming the capability. Roots changes are
 # relayed (a client's notifications/roots/list_changed goes to every upstream); elicitation is
 # form mode and sampling without tools, the forms every client with the capability takes.
+# The apps extension is in the set too: a server may list its app tools (or their `_meta.ui`) only
+# to a host that declares it, and one list serves every client; a client without apps is not
+# shown the tools meant for the app alone (`visibility: ["app"]`, catalogue/apps.py), and any
+# other app tool is a plain tool to it, as the spec's text-only fallback says.
 def relayed_client_capabilities() -> dict:
     """A fresh copy each call: the caller may put it in a message it sends."""
-    return {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
+    return {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {},
+            "extensions": {UI_EXTENSION: {"mimeTypes": [UI_MIME_TYPE]}}}
 
 LIST_METHODS = {
     "tools": ("tools/list", "tools"),

@@ -123,7 +123,8 @@ def capabilities() -> dict:
     """What troupe backs for a modern client: list changes and resource updates on a
     subscriptions/listen stream, logs with the request that asked for them (its logLevel)."""
     return {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
-            "prompts": {"listChanged": True}, "logging": {}, "completions": {}}
+            "prompts": {"listChanged": True}, "logging": {}, "completions": {},
+            "extensions": {k: dict(v) for k, v in mcp.SERVED_EXTENSIONS.items()}}
 
 
 def discover_result(instructions: str) -> dict:

@@ -68,10 +68,17 @@ def envelope(params: Any, capabilities: Mapping | None = None, log_level: str | 
 
 
 def relayable(capabilities: Any) -> dict:
-    """The part of a calling client's capabilities troupe may relay upstream (sampling and the like)."""
+    """The part of a calling client's capabilities troupe may relay upstream: sampling and the
+    like, and the extensions troupe carries (MCP Apps), each with the settings the client gave."""
     if not isinstance(capabilities, Mapping):
         return {}
-    return {k: v for k, v in capabilities.items() if k in mcp.RELAY_CAPABILITIES}
+    out = {k: v for k, v in capabilities.items() if k in mcp.RELAY_CAPABILITIES}
+    extensions = capabilities.get("extensions")
+    if isinstance(extensions, Mapping):
+        carried = {k: v for k, v in extensions.items() if k in mcp.RELAYED_EXTENSIONS and isinstance(v, Mapping)}
+        if carried:
+            out["extensions"] = carried
+    return out
 
 
 def forwarded_capabilities(capabilities: Any) -> dict:
