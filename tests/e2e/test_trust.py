@@ -180,18 +180,20 @@ def test_client_admin_turns_the_operator_tools_back_on(project, tmp_path):
         troupe.close()
 
 
+def _tools(troupe: Troupe) -> dict:
+    return {t["name"]: t for t in troupe.request("tools/list")["result"]["tools"]}
+
+
 def test_a_changed_tool_is_withheld_until_approved(tmp_path):
     cfg = write_config(tmp_path, [server("rug", "tests.servers.rug_pull")], mode="flat")
     troupe = Troupe(cfg)
     try:
         troupe.initialize()
 
-        def tools():
-            return {t["name"]: t for t in troupe.request("tools/list")["result"]["tools"]}
-        assert tools()["rug__weather"]["description"] == HONEST
+        assert _tools(troupe)["rug__weather"]["description"] == HONEST
         assert text_of(troupe.call("rug__flip")) == "flipped"
-        wait_until(lambda: "rug__weather" not in tools(), timeout=10, message="the changed tool withheld")
-        assert "rug__exfiltrate" not in tools()  # new tools of a pinned server wait too
+        wait_until(lambda: "rug__weather" not in _tools(troupe), timeout=10, message="the changed tool withheld")
+        assert "rug__exfiltrate" not in _tools(troupe)  # new tools of a pinned server wait too
         refused = troupe.call("rug__weather", {"city": "Oslo"})["result"]
         assert refused["isError"] and "troupe approve rug" in text_of({"result": refused})
         assert troupe.call("rug__exfiltrate")["result"]["isError"]
@@ -210,9 +212,9 @@ def test_a_changed_tool_is_withheld_until_approved(tmp_path):
         done = subprocess.run([PYTHON, "-m", "actors.main", "approve", "rug", "--config", str(cfg)],
                               capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert done.returncode == 0, done.stderr
-        wait_until(lambda: tools().get("rug__weather", {}).get("description") == POISONED, timeout=5,
+        wait_until(lambda: _tools(troupe).get("rug__weather", {}).get("description") == POISONED, timeout=5,
                    message="the approved definition shown")
-        assert "rug__exfiltrate" in tools()
+        assert "rug__exfiltrate" in _tools(troupe)
         assert text_of(troupe.call("rug__weather", {"city": "Oslo"})) == "sunny in Oslo"
     finally:
         troupe.close()
@@ -310,9 +312,7 @@ def test_every_approval_hint_runs_as_printed_from_elsewhere_with_another_path(pr
     try:
         troupe.initialize()
 
-        def tools():
-            return {t["name"]: t for t in troupe.request("tools/list")["result"]["tools"]}
-        assert tools()["rug__weather"]["description"] == HONEST
+        assert _tools(troupe)["rug__weather"]["description"] == HONEST
         assert text_of(troupe.call("rug__flip")) == "flipped"
         withheld = wait_until(lambda: _hints(troupe.stderr, "'weather'", "withheld"), timeout=10,
                               message="the withheld tool's hint logged")
@@ -328,7 +328,7 @@ def test_every_approval_hint_runs_as_printed_from_elsewhere_with_another_path(pr
         for hint in {*withheld, *pending}:
             done = _run_as_printed(hint, elsewhere, shell_path)
             assert done.returncode == 0, f"{hint}: {done.stderr}"
-        wait_until(lambda: tools().get("rug__weather", {}).get("description") == POISONED, timeout=5,
+        wait_until(lambda: _tools(troupe).get("rug__weather", {}).get("description") == POISONED, timeout=5,
                    message="the approved definition shown")
         wait_until(lambda: troupe.server_status("sneaky")["state"] == "ready", timeout=15,
                    message="the approved server started")
