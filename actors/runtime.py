@@ -12,6 +12,7 @@ import pykka
 from loguru import logger
 
 from actors.caching import wiring as caching
+from actors.tasks import wiring as task_wiring
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
 from actors.cluster.member import ClusterMember
@@ -69,6 +70,8 @@ class Runtime:
         self.bus: BusClient | None = None
         self.registry = self.supervisor = self.discovery = self.health = self.keeper = self.auth_keeper = None
         self.cache: pykka.ActorRef | None = None  # the CacheKeeper (actors/caching)
+        self.tasks: pykka.ActorRef | None = None  # the TaskKeeper (actors/tasks)
+        self.task_ids = None  # seals the task ids handed to clients (set with the sealer, below)
         # The config file troupe runs from, for the running record and the hints that name it
         # (actors/trust/running.py): absolute, since `troupe approve` may run from anywhere.
         self.config_file = config_mod.file_of(config)
@@ -127,6 +130,8 @@ class Runtime:
         for ref in (self.registry, self.supervisor):
             self._watch_trust(ref)
         self.cache = caching.start_keeper(self.config, self.bus, self.shared)
+        self.task_ids = task_wiring.ids_for(self.config, self.sealer)
+        self.tasks = task_wiring.start_keeper(self.config, self.task_ids)
         if self._discovery_enabled():
             self._start_discovery()
         self.workflows.start(self.bus)
@@ -182,8 +187,8 @@ class Runtime:
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
         self.workflows.stop()
-        for ref in (self.discovery, self.supervisor, self.cache, self.auth_keeper, self.registry, self.keeper,
-                    self.bus.ref if self.bus else None):
+        for ref in (self.discovery, self.tasks, self.supervisor, self.cache, self.auth_keeper, self.registry,
+                    self.keeper, self.bus.ref if self.bus else None):
             if ref is None:
                 continue
             try:
@@ -273,6 +278,7 @@ class Runtime:
             if now is not None:  # each connection counts its own calls: ask, never read its object
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
+        report["tasks"] = task_wiring.task_status(self.tasks)
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus

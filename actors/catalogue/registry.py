@@ -20,6 +20,7 @@ from actors.slicing import Slices, never
 from actors.tells import tell
 from actors.trust import provenance as trust
 from actors.trust.ledger import KINDS, Pinned, TrustSnapshot
+from actors.tasks import wire as task_wire
 from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
 from actors.trust.pinning import digests, screen
 
@@ -188,12 +189,12 @@ class Registry(pykka.ThreadingActor):
         new = ServerLists(msg.server, msg.prefix, result.shown["tools"], tuple(msg.resources),
                           tuple(msg.templates), result.shown["prompts"],
                           withheld=tuple((kind, name) for kind, items in result.withheld.items() for name in items),
-                          instructions=msg.instructions)
+                          instructions=msg.instructions, tasks=task_wire.server_form(msg.capabilities))
         old = self._lists.get(msg.server)
         self._lists[msg.server] = new
         changed = _diff(old, new)
-        if not changed and old is not None and old.instructions != new.instructions:
-            # Only search reads them: a new snapshot, but nothing a client's lists would show.
+        if not changed and old is not None and (old.instructions, old.tasks) != (new.instructions, new.tasks):
+            # Only search (instructions) and task routing read them: a new snapshot, no list changed.
             self._publish()
         return changed
 

@@ -131,6 +131,7 @@ class Catalogue:
     tool_list: tuple = ()  # the tool definitions as served in flat mode, built once per snapshot
     withheld: Mapping[tuple, Withheld] = field(default_factory=lambda: MappingProxyType({}))  # (kind, name) →
     instructions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # server → its own words
+    task_forms: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # server → its tasks' form
     views: Mapping[Any, "Catalogue"] = field(default_factory=lambda: MappingProxyType({}))  # Profile → its view
     # list key (tools, prompts, resources, resourceTemplates) → content digest; computed at
     # construction from the entries' own digests, so a copy (`replace`) gets its own, never ours.
@@ -194,6 +195,7 @@ class ServerLists:
     prompts: tuple = ()
     withheld: tuple = ()  # (kind, original name) listed but withheld by pinning
     instructions: str = ""  # the server's initialize instructions: search text, never shown to clients
+    tasks: str = ""  # the tasks it creates itself: wire.MODERN, wire.LEGACY or "" (actors/tasks)
 
 
 def build(lists: Mapping[str, ServerLists], separator: str, version: int,
@@ -256,7 +258,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
         app_only=frozenset(e.name for e in tools if apps.app_only(e.definition)), servers=tuple(order),
         collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in paced(tools, between)),
         withheld=MappingProxyType(withheld),
-        instructions=MappingProxyType({s: lists[s].instructions for s in order if lists[s].instructions}))
+        instructions=MappingProxyType({s: lists[s].instructions for s in order if lists[s].instructions}),
+        task_forms=MappingProxyType({s: lists[s].tasks for s in order if lists[s].tasks}))
 
 
 def _by_name(item) -> str:

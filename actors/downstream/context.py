@@ -43,6 +43,8 @@ class SessionContext:
     client_left: Callable[[Any], None]  # a Session stops: its own upstreams (share: per_client) stop
     run_core: Callable[[str, dict, Any], dict]  # a core_* tool, blocking: call from a greenlet of its own
     slowest_timeout: Callable[[], float]  # the longest server timeout configured now (workflow deadlines)
+    tasks: Any = None  # the TaskKeeper's ref (actors/tasks), or None when tasks are off
+    task_ids: Any = None  # the TaskIds that seal and open the task ids handed to clients
 
 
 def for_runtime(rt) -> SessionContext:
@@ -61,4 +63,5 @@ def for_runtime(rt) -> SessionContext:
         client_sign_ins=rt.client_sign_ins, set_log_level=rt.set_log_level,
         notify_upstreams=rt.notify_upstreams, client_left=rt.client_left,
         run_core=lambda name, args, view: coretools.run(name, args, rt, view),
-        slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT))
+        slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT),
+        tasks=rt.tasks, task_ids=rt.task_ids)

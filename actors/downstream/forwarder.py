@@ -20,7 +20,7 @@ from actors.downstream.calls import (
     Settled, progress_notice, wait_for_server, withdrawn,
 )
 from actors.messages import CancelForward, Forward, ForwardReplied, UpstreamError
-from actors.protocol import eras, jsonrpc, modern
+from actors.protocol import eras, jsonrpc, mcp, modern
 from actors.tells import tell
 
 if TYPE_CHECKING:
@@ -194,7 +194,13 @@ class Forwarder:
         declared capabilities; a legacy session's from its initialize (troupe turns a modern
         upstream's input requests into real requests to that client)."""
         envelope = modern.envelope_of(sink)
-        return envelope.capabilities if envelope is not None else self._handshake.client_caps
+        caps = envelope.capabilities if envelope is not None else self._handshake.client_caps
+        extensions = caps.get("extensions") if isinstance(caps, dict) else None
+        if isinstance(extensions, dict) and mcp.TASKS_EXTENSION in extensions:
+            # Only a call sent through the TaskKeeper may be answered with a task: it seals the
+            # server's task id for this client (actors/tasks). Any other call goes without it.
+            caps = {**caps, "extensions": {k: v for k, v in extensions.items() if k != mcp.TASKS_EXTENSION}}
+        return caps
 
     def settle(self, token: int, outcome) -> None:
         """A Connection's answer to call `token`: its one answer, or its next input round, or (its

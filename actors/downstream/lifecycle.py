@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable
 from actors.downstream.list_notices import ShownLists, kinds_of
 from actors.events.kinds import ServerLogged
 from actors.protocol import jsonrpc, mcp
+from actors.tasks import session_side as task_offer
 
 if TYPE_CHECKING:
     from actors.catalogue.snapshot import Catalogue
@@ -46,9 +47,13 @@ class Handshake:
         self.client_caps = caps if isinstance(caps, dict) else {}
         self.client_info = info if isinstance(info, dict) else {}
         self.protocol_version = mcp.negotiate(params.get("protocolVersion"))
+        capabilities = mcp.SESSION_CAPABILITIES
+        tasks = task_offer.legacy_capability(self._ctx, self._view.catalogue(), self.protocol_version)
+        if tasks is not None:
+            capabilities = {**capabilities, "tasks": tasks}
         sink(jsonrpc.result(rid, {
             "protocolVersion": self.protocol_version,
-            "capabilities": mcp.SESSION_CAPABILITIES,
+            "capabilities": capabilities,
             "serverInfo": mcp.SERVER_INFO,
             "instructions": self._instructions}))
 

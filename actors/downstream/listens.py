@@ -10,6 +10,7 @@ from actors.downstream.client_subscriptions import ClientSubscriptions
 from actors.downstream.lifecycle import LIST_CHANGED_NOTICE as LIST_NOTICE
 from actors.downstream.list_notices import ShownLists, kinds_of
 from actors.protocol import jsonrpc, mcp, modern
+from actors.tasks import wire as task_notice
 
 if TYPE_CHECKING:
     from actors.catalogue.snapshot import Catalogue
@@ -22,11 +23,13 @@ class Listen:
     here), and the upstream resources it follows (a ClientSubscriptions of its own, so ending
     the stream unsubscribes exactly those)."""
 
-    __slots__ = ("rid", "sink", "kinds", "lists", "resources")
+    __slots__ = ("rid", "sink", "kinds", "lists", "resources", "task_ids")
 
-    def __init__(self, rid, sink, kinds: frozenset, resources: ClientSubscriptions) -> None:
+    def __init__(self, rid, sink, kinds: frozenset, resources: ClientSubscriptions,
+                 task_ids: frozenset = frozenset()) -> None:
         self.rid, self.sink, self.kinds, self.resources = rid, sink, kinds, resources
         self.lists = ShownLists()
+        self.task_ids = task_ids  # the tasks it follows (SEP-2663 notifications/tasks)
 
     def notify(self, method: str, params: dict | None = None) -> None:
         out = dict(params or {})
@@ -60,18 +63,23 @@ class Listens:
     def __contains__(self, rid) -> bool:
         return isinstance(rid, (str, int)) and rid in self._open
 
-    def open(self, rid, sink, wanted: dict, honored_uris: Iterable[str], cat: Catalogue) -> Listen:
+    def open(self, rid, sink, wanted: dict, honored_uris: Iterable[str], cat: Catalogue,
+             task_ids: Iterable[str] = ()) -> Listen:
         """Record a stream and acknowledge it: the acknowledgement is its first message. Its
         client is taken to have the lists of `cat` (its view now): a change comes as news only
-        if it makes them differ."""
+        if it makes them differ. `task_ids`: the tasks it may follow, of those it asked for."""
         kinds = frozenset(kind for key, kind in modern.LISTEN_KINDS.items() if wanted.get(key))
-        listen = self._open[rid] = Listen(rid, sink, kinds, ClientSubscriptions(self._unsubscriber(rid)))
+        tasks = list(task_ids)
+        listen = self._open[rid] = Listen(rid, sink, kinds, ClientSubscriptions(self._unsubscriber(rid)),
+                                          frozenset(tasks))
         for kind in kinds:
             listen.lists.holds(kind, cat)
         honored: dict = {key: True for key, kind in modern.LISTEN_KINDS.items() if kind in kinds}
         uris = list(honored_uris)
         if uris:
             honored["resourceSubscriptions"] = uris
+        if "taskIds" in wanted:
+            honored["taskIds"] = tasks
         listen.notify(modern.ACKNOWLEDGED, {"notifications": honored})
         return listen
 
@@ -95,6 +103,16 @@ class Listens:
             exposed = listen.resources.exposed_uri(server, uri)
             if exposed is not None:
                 listen.notify("notifications/resources/updated", {"uri": exposed})
+
+    def task_changed(self, task_id: str, task: dict) -> bool:
+        """A followed task's state changed: each stream following it hears the whole task
+        (SEP-2663 notifications/tasks, as tasks/get would answer now). False if none follows it."""
+        heard = False
+        for listen in list(self._open.values()):
+            if task_id in listen.task_ids:
+                listen.notify(task_notice.NOTIFICATION, task)
+                heard = True
+        return heard
 
     def subscribed(self, note: ListenSubscribed) -> None:
         """An upstream accepted (or refused) a stream's subscription; one accepted for a stream

@@ -12,6 +12,7 @@ from actors.events.kinds import ServerLogged
 from actors.messages import Forward, ServerRequest, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.protocol.request_state import args_digest
+from actors.tasks import session_side as task_offer, wire as task_wire
 from actors.tells import tell as _tell
 
 if TYPE_CHECKING:
@@ -40,9 +41,11 @@ class ModernRequests:
     Forwarder (a listen opened during start-up waits there for it to settle)."""
 
     def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, listens: Listens, table: CallTable,
-                 rounds: InputRounds, forwarder: Forwarder) -> None:
+                 rounds: InputRounds, forwarder: Forwarder, follow_tasks=None) -> None:
         self._ctx, self._me, self._mode, self._view = ctx, me, mode, view
         self._listens, self._table, self._rounds, self._fw = listens, table, rounds, forwarder
+        # (task ids, sink) → the ones this caller may follow (TaskRequests.followed)
+        self._follow_tasks = follow_tasks or (lambda ids, sink: [])
 
     # ---------------------------------------------------------------- entry
 
@@ -66,7 +69,10 @@ class ModernRequests:
 
     def discover(self, rid, params, sink, msg) -> None:
         # Answered in either era: a client probes with it before it knows which one troupe speaks.
-        sink(jsonrpc.result(rid, modern.discover_result(instructions(self._mode))))
+        sink(jsonrpc.result(rid, modern.discover_result(instructions(self._mode), self.tasks_offered())))
+
+    def tasks_offered(self) -> bool:
+        return task_offer.offered(self._ctx, self._view.catalogue())
 
     # ---------------------------------------------------------------- subscriptions/listen
 
@@ -89,10 +95,17 @@ class ModernRequests:
             # listings (which wait) already show, and follow none of a starting server's resources.
             self._fw.defer(msg, sink)
             return
+        envelope = modern.envelope_of(sink)
+        if wanted.get("taskIds") and not task_wire.client_declares_modern(envelope.capabilities if envelope else None):
+            sink(jsonrpc.error(rid, modern.MISSING_CAPABILITY, "notifications.taskIds needs the tasks extension "
+                               "in the request's capabilities", {"requiredCapabilities": {"extensions": {
+                                   task_wire.EXTENSION: {}}}}))
+            return
         asked = dict.fromkeys(wanted.get("resourceSubscriptions", ()))
         owners = [(uri, self._view.resource_owner(uri)) for uri in asked]
         followed = [(uri, owner) for uri, owner in owners if owner is not None]
-        self._listens.open(rid, sink, wanted, [uri for uri, _ in followed], self._view.catalogue())
+        tasks = self._follow_tasks(wanted.get("taskIds"), sink) if wanted.get("taskIds") else ()
+        self._listens.open(rid, sink, wanted, [uri for uri, _ in followed], self._view.catalogue(), tasks)
         me = self._me
         for uri, (server, original) in followed:
             ref = self._ctx.connection(server)

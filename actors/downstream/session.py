@@ -33,6 +33,9 @@ from actors.messages import (
     ServerRequestCancelled,
 )
 from actors.protocol import jsonrpc, modern
+from actors.tasks import wire as task_wire
+from actors.tasks.messages import TaskChanged, UnwatchTasks
+from actors.tasks.session_side import TaskRequests
 from actors.tells import tell as _tell
 from actors.workflows.session_calls import WorkflowRequests, WorkflowsChanged
 
@@ -89,9 +92,11 @@ class Session(pykka.ThreadingActor):
         self.cache = CacheSide(ctx, me, view, calls, fw)
         fw.rounds = self.rounds  # the Forwarder and these two call each other
         fw.cache_answered = lambda token, found: self.cache.answered(CacheAnswered(token, found))
-        self.modern = ModernRequests(ctx, me, mode, view, self.listens, calls, self.rounds, fw)
+        self.modern = ModernRequests(ctx, me, mode, view, self.listens, calls, self.rounds, fw,
+                                     follow_tasks=lambda ids, sink: self.tasks.followed(ids, sink))
         self.workflows = WorkflowRequests(ctx, me, mode, view, fw)
-        self.tools = ToolRequests(ctx, me, mode, view, handshake, fw, self.cache, self.workflows)
+        self.tasks = TaskRequests(ctx, me, view, handshake, fw)
+        self.tools = ToolRequests(ctx, me, mode, view, handshake, fw, self.cache, self.workflows, self.tasks)
         self.resources = ResourceRequests(view, handshake, self.subscriptions, fw, self.cache)
         self.methods = {
             "initialize": handshake.initialize,
@@ -109,6 +114,7 @@ class Session(pykka.ThreadingActor):
             "completion/complete": self.resources.complete,
             "server/discover": self.modern.discover,
             "subscriptions/listen": self.modern.listen,
+            **dict.fromkeys(task_wire.METHODS, self.tasks.request),
         }
 
     @property
@@ -147,6 +153,7 @@ class Session(pykka.ThreadingActor):
                      lambda: self.forwarder.cancel_all(to_calls),
                      lambda: ctx.set_log_level(self.actor_ref, None),
                      lambda: ctx.client_left(self.actor_ref),  # its own upstreams (share: per_client) stop with it
+                     lambda: self.tasks.watching and _tell(ctx.tasks, UnwatchTasks(self.actor_ref)),
                      self.subscriptions.close,
                      self.listens.close):  # each listen stream answered: it ended with its client
             try:
@@ -226,6 +233,8 @@ class Session(pykka.ThreadingActor):
                 exposed = self.subscriptions.exposed_uri(server, uri)
                 if exposed is not None and self.notify is not None:
                     self.notify(jsonrpc.notification("notifications/resources/updated", {"uri": exposed}))
+            case TaskChanged(task_id=task_id, task=task):
+                self._task_changed(task_id, task)
             case WorkflowsChanged(names=names):
                 if self.workflows.changed(names):
                     self._lists_changed(["tools"])
@@ -233,6 +242,12 @@ class Session(pykka.ThreadingActor):
                 self.actor_ref.stop(block=False)
             case _:
                 logger.warning("session: unknown message {!r}", message)
+
+    def _task_changed(self, task_id: str, task: dict) -> None:
+        """A task this client follows changed: its listen streams hear the whole task (SEP-2663);
+        a 2025-11-25 session that created it hears notifications/tasks/status."""
+        if not self.listens.task_changed(task_id, {**task}) and self.notify is not None and self.handshake.initialized:
+            self.notify(jsonrpc.notification(task_wire.LEGACY_NOTIFICATION, task_wire.to_legacy(task)))
 
     def _server_request(self, req: ServerRequest) -> None:
         """A server asks this client something (the Connection found this client's call behind

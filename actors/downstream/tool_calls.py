@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from actors.downstream.context import SessionContext
     from actors.downstream.forwarder import Forwarder
     from actors.downstream.lifecycle import Handshake
+    from actors.tasks.session_side import TaskRequests
     from actors.workflows.session_calls import WorkflowRequests
 
 CORE_DEADLINE = 30.0  # a core tool answers from troupe's own state: anything slower is a fault
@@ -37,9 +38,9 @@ class ToolRequests:
     workflow runs."""
 
     def __init__(self, ctx: SessionContext, me, mode: str, view: ClientView, handshake: Handshake,
-                 forwarder: Forwarder, cache: CacheSide, workflows: WorkflowRequests) -> None:
+                 forwarder: Forwarder, cache: CacheSide, workflows: WorkflowRequests, tasks: TaskRequests) -> None:
         self._ctx, self._me, self._mode, self._view, self._handshake = ctx, me, mode, view, handshake
-        self._fw, self._cache, self._workflows = forwarder, cache, workflows
+        self._fw, self._cache, self._workflows, self._tasks = forwarder, cache, workflows, tasks
         self._own: metatools.OwnTools | None = None  # the core tools as the meta-tools show them, once asked
 
     def tools_list(self, rid, params, sink, msg) -> None:
@@ -53,6 +54,8 @@ class ToolRequests:
             return  # and no list_changed for them: they never change
         # each era's client its own era's definitions (eras), built once per snapshot
         tools = list(cat.legacy_tool_list if legacy else cat.modern_tool_list)
+        if legacy and self._tasks.legacy_augments():  # a 2025-11-25 client hears which tools run as tasks
+            tools = self._tasks.with_task_support(tools, cat)
         # A tool meant for an MCP App alone goes only to a host that takes apps (it keeps such
         # tools from its model and lets its app call them); to any other client it would be one
         # more tool for the model, which its server would not have listed to such a client.
@@ -147,6 +150,8 @@ class ToolRequests:
         retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
             self._ctx.retry_tools(entry.server)
         plan = self._cache.tool_plan(entry.server, entry.original, entry.definition, args)  # None: not cached
+        if plan is None and self._tasks.call(rid, entry, upstream, params, sink):
+            return  # a task-capable client's call: the TaskKeeper answers it (a task, or the result)
         self._cache.forward(plan, rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:

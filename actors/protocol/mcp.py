@@ -24,8 +24,11 @@ RELAY_CAPABILITIES = tuple(dict.fromkeys(RELAYED_REQUESTS.values()))
 # defines, to every upstream; a client's own declaration is relayed in its modern requests.
 UI_EXTENSION = "io.modelcontextprotocol/ui"
 UI_MIME_TYPE = "text/html;profile=mcp-app"
+# Tasks (SEP-2663): relayed only on the calls troupe sends through its TaskKeeper, which seals the
+# server's task ids (actors/tasks); every other call goes without it (Forwarder.relayed_capabilities).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # Client extensions troupe relays upstream as the client declared them (what it carries for them).
-RELAYED_EXTENSIONS = (UI_EXTENSION,)
+RELAYED_EXTENSIONS = (UI_EXTENSION, TASKS_EXTENSION)
 # Server extensions troupe itself carries for its clients, whatever its upstreams declare.
 SERVED_EXTENSIONS = {UI_EXTENSION: {}}
 

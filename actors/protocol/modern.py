@@ -74,6 +74,9 @@ def listen_filter(params: dict) -> dict | str:
     uris = wanted.get("resourceSubscriptions", [])
     if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
         return "notifications.resourceSubscriptions must be an array of URIs"
+    task_ids = wanted.get("taskIds", [])
+    if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+        return "notifications.taskIds must be an array of task ids"
     return wanted
 
 
@@ -119,18 +122,21 @@ def without_envelope(params: dict) -> dict:
     return out
 
 
-def capabilities() -> dict:
+def capabilities(tasks: bool = False) -> dict:
     """What troupe backs for a modern client: list changes and resource updates on a
-    subscriptions/listen stream, logs with the request that asked for them (its logLevel)."""
+    subscriptions/listen stream, logs with the request that asked for them (its logLevel), the
+    extensions it carries (tasks, when it offers them)."""
+    extensions = {k: dict(v) for k, v in mcp.SERVED_EXTENSIONS.items()}
+    if tasks:
+        extensions[mcp.TASKS_EXTENSION] = {}
     return {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
-            "prompts": {"listChanged": True}, "logging": {}, "completions": {},
-            "extensions": {k: dict(v) for k, v in mcp.SERVED_EXTENSIONS.items()}}
+            "prompts": {"listChanged": True}, "logging": {}, "completions": {}, "extensions": extensions}
 
 
-def discover_result(instructions: str) -> dict:
+def discover_result(instructions: str, tasks: bool = False) -> dict:
     """server/discover: every version troupe speaks (modern first), for either era's client."""
     return {"supportedVersions": [*mcp.MODERN_VERSIONS, *mcp.SUPPORTED_VERSIONS],
-            "capabilities": capabilities(), "serverInfo": mcp.SERVER_INFO, "instructions": instructions,
+            "capabilities": capabilities(tasks), "serverInfo": mcp.SERVER_INFO, "instructions": instructions,
             "resultType": "complete", "ttlMs": DISCOVER_TTL_MS, "cacheScope": "public"}
 
 

@@ -37,7 +37,9 @@ METHOD_HEADER = "Mcp-Method"
 NAME_HEADER = "Mcp-Name"
 PARAM_HEADER_PREFIX = "Mcp-Param-"
 # Which params field each name-bearing method mirrors into Mcp-Name.
-NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# (SEP-2663: a task request names its task, so that an intermediary routes it to the instance holding it.)
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+                "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 # Server capabilities troupe implements for its clients; anything else a modern server
 # declares (tasks, extensions, experimental) is not forwarded, since nothing behind troupe backs it.

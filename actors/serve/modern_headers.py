@@ -15,7 +15,9 @@ from actors.protocol.header_params import annotated, invalid_annotation
 from actors.protocol.modern import META_VERSION
 
 # Which body field each name-bearing method mirrors in Mcp-Name.
-NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# (SEP-2663: a task request names its task, so that an intermediary routes it to the instance holding it.)
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+                "tasks/update": "taskId", "tasks/cancel": "taskId"}
 PARAM_PREFIX = "Mcp-Param-"
 
 _B64 = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")

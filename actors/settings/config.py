@@ -14,7 +14,7 @@ from typing import Any, Mapping, TypeVar, overload
 from actors.settings import cache_section, profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
-from actors.settings import upstream_auth, workflows_section
+from actors.settings import tasks_section, upstream_auth, workflows_section
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -176,7 +176,8 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         return None
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
-                              "pin", "placement", "auth", "cache", "share", "max_tools", "max_tool_bytes"}, path)
+                              "pin", "placement", "auth", "cache", "share", "max_tools", "max_tool_bytes",
+                              "tasks"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -232,6 +233,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         auth=_auth(item, kind, path, check),
         cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail),
         share=_share(check.typed(item, "share", path, str, SHARE_ALL), path, check),
+        task_max_duration=tasks_section.server_max_duration(item, path, check),
         **_list_limits(item, path, check))
 
 

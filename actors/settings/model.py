@@ -103,6 +103,9 @@ class ServerConfig:
     share: str = SHARE_ALL  # all: one upstream for everyone; per_client: each client its own (supervision/per_client)
     max_tools: int = DEFAULT_MAX_TOOLS  # tools served of its list; the rest refused (a /status note)
     max_tool_bytes: int = DEFAULT_MAX_TOOL_BYTES  # a bigger tool definition is refused (a /status note)
+    # How long a task troupe mints around one of its calls may run (its `tasks.max_duration`);
+    # None: serve.tasks.max_duration. Its `timeout` still bounds every call that is not a task.
+    task_max_duration: float | None = None
 
     @property
     def effective_prefix(self) -> str:
@@ -131,6 +134,22 @@ class ClientEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class TasksConfig:
+    """serve.tasks: when troupe answers a task-capable client's call to a server without tasks with
+    a task of its own (`mint_after` seconds without an answer; 0: at once; None: never), how long
+    such a task may run and its result is kept, what one client may hold, and the bytes of
+    results kept in all."""
+
+    mint_after: float | None = 1.0
+    ttl: float = 600.0  # seconds a finished task's result is kept
+    max_duration: float = 3600.0  # seconds a minted task's upstream call may run (a server's own overrides)
+    max_per_client: int = 100  # live (unfinished) tasks one client may hold
+    max_result_bytes: int = 4 * 1024 * 1024  # one task's result; a bigger one fails the task
+    max_bytes: int = 64 * 1024 * 1024  # every kept result together; the oldest finished go first
+    poll_interval_ms: int = 1000  # the pollIntervalMs troupe suggests for its own tasks
+
+
+@dataclass(frozen=True, slots=True)
 class ServeConfig:
     """The `serve:` section: how troupe faces its clients (stdio or HTTP, meta or flat mode,
     address, auth token, allowed hosts and origins, start-up wait, HTTP session limits)."""
@@ -155,6 +174,7 @@ class ServeConfig:
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES  # per reader; then notifications drop
     clients: tuple = ()  # ClientEntry each; when set, every MCP request must carry one's token
     profile: str | None = None  # the stdio client's profile (--profile); None: the whole catalogue
+    tasks: TasksConfig = TasksConfig()  # serve.tasks: tasks relayed and minted (actors/tasks)
 
     def __repr__(self) -> str:
         return (f"ServeConfig(transport={self.transport!r}, mode={self.mode!r}, host={self.host!r}, "

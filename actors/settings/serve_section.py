@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from actors.settings import profiles as profiles_mod
+from actors.settings import tasks_section
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_BATCH,
@@ -39,7 +40,7 @@ def parse(data: Any, check: _Checker, expand: Callable[[str, Mapping[str, str]],
                               "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
                               "client_admin", "session_idle", "max_sessions", "header_timeout",
                               "max_connections", "max_batch", "stream_buffer_bytes", "state_key", "clients",
-                              "profile"}, "serve")
+                              "profile", "tasks"}, "serve")
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")
@@ -73,6 +74,7 @@ def parse(data: Any, check: _Checker, expand: Callable[[str, Mapping[str, str]],
         client_admin=check.typed(data, "client_admin", "serve", bool, False),
         clients=profiles_mod.clients(data.get("clients"), check, profiles, expand),
         profile=profiles_mod.named(check.typed(data, "profile", "serve", str), "serve.profile", check, profiles),
+        tasks=tasks_section.serve_tasks(data.get("tasks"), check),
         **_front_limits(data, check))
 
 

@@ -1,0 +1,279 @@
+"""Tasks a server runs, as the TaskKeeper relays them: the server's CreateTaskResult sealed, each
+later request sent to the server under the server's own task id, and the answer turned back to
+the client's id and era.
+
+A modern (SEP-2663) server is asked when a client asks (and, for a task a listen stream follows
+or a legacy client waits on with tasks/result, every poll interval). A legacy (2025-11-25) server
+is followed instead: troupe keeps its tasks/result open from the task's creation, so the server's
+questions (sent while that request is open) and its result reach the keeper as they happen and
+clients of either era are served from the record (keeper.minted_op). Used only from the
+TaskKeeper's greenlet.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from actors.messages import Forward, UpstreamError
+from actors.protocol import jsonrpc
+from actors.tasks import wire
+from actors.tasks.records import Record
+from actors.tells import tell
+
+if TYPE_CHECKING:
+    from actors.tasks.keeper import TaskKeeper
+    from actors.tasks.messages import TaskOp
+
+MIN_POLL_S, MAX_POLL_S = 1.0, 10.0  # troupe's own polls of a server, whatever its pollIntervalMs says
+
+
+class _OpReplied:
+    """A server's answer to a request the keeper sent it for a relayed task."""
+
+    __slots__ = ("op_id", "outcome")
+
+    def __init__(self, op_id: str, outcome: Any) -> None:
+        self.op_id, self.outcome = op_id, outcome
+
+
+class _Pending:
+    """A request sent to a server for a relayed task: what to do with its answer."""
+
+    __slots__ = ("kind", "op", "record", "task_id", "form")
+
+    def __init__(self, kind: str, op: TaskOp | None, record: Record | None, task_id: str, form: str) -> None:
+        self.kind, self.op, self.record, self.task_id, self.form = kind, op, record, task_id, form
+
+
+class Relaying:
+    """The TaskKeeper's relayed tasks (see the module's docstring): its requests in flight to
+    servers, by troupe's id for each."""
+
+    def __init__(self, keeper: TaskKeeper) -> None:
+        self.keeper = keeper
+        self._pending: dict[str, _Pending] = {}
+        self._ids = itertools.count(1)
+
+    def dispatch(self, message) -> None:
+        if isinstance(message, _OpReplied):
+            self._replied(message)
+        else:
+            logger.warning("task keeper: unknown message {!r}", message)
+
+    # ---------------------------------------------------------------- creation
+
+    def created(self, record: Record, outcome: Any) -> None:
+        """The server answered a task-capable client's tools/call: its task, or a plain result."""
+        keeper = self.keeper
+        waiter, record.waiter = record.waiter, None
+        task = wire.task_of(outcome, record.form)
+        if task is None or isinstance(task, str):
+            keeper.records.forget(record)
+            if isinstance(task, str):
+                logger.warning("server {} answered tools/call with a malformed task: {}", record.server, task)
+                outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"server {record.server} answered with a "
+                                        f"malformed task: {task}", server=record.server)
+            _reply(waiter, outcome)
+            return
+        record.upstream_id, record.created_iso = task["taskId"], task["createdAt"]
+        record.seen(task)
+        keeper.records.issue(record, keeper.ids.issue(record.server, record.upstream_id, record.owner, False,
+                                                      record.form))
+        if record.terminal:
+            keeper.records.finished(record)
+        _reply(waiter, wire.created(record.view(keeper.config.ttl), record.legacy_client))
+        if record.form == wire.LEGACY and not record.terminal:
+            self._follow(record)
+
+    def _follow(self, record: Record) -> None:
+        """Keep a legacy server's tasks/result open: its questions and its end come to the keeper."""
+        from actors.tasks.keeper import _Upstream
+        me, local = self.keeper.actor_ref, record.local
+
+        def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
+            tell(me, _Upstream(local, outcome, follow=True))
+        record.following = True
+        if not tell(record.target, Forward("tasks/result", {"taskId": record.upstream_id}, on_reply,
+                                           timeout=self.keeper.config.max_duration, origin=me, origin_request=local,
+                                           client_capabilities=record.client_capabilities)):
+            self.followed(record, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {record.server} went away",
+                                                server=record.server))
+
+    def followed(self, record: Record, outcome: Any) -> None:
+        """A legacy server's tasks/result answered: the task's end (what the call would have returned)."""
+        record.following = False
+        if record.terminal:
+            return
+        if isinstance(outcome, UpstreamError):
+            self.keeper.end(record, "failed", error=outcome.to_error())
+        elif isinstance(outcome, dict):
+            self.keeper.end(record, "completed", result=outcome)
+        else:
+            self.keeper.end(record, "failed", error={"code": jsonrpc.INTERNAL_ERROR,
+                                                     "message": f"server {record.server} answered tasks/result "
+                                                     "with no result"})
+
+    # ---------------------------------------------------------------- a client's requests
+
+    def op(self, op: TaskOp, record: Record | None) -> None:
+        """tasks/get, update, cancel or result of a task a server runs."""
+        assert op.ref is not None
+        keeper, ref = self.keeper, op.ref
+        if record is not None and record.form == wire.LEGACY and op.method != "tasks/cancel":
+            keeper.minted_op(op, record)  # followed: the record has its questions and its end
+            return
+        if op.target is None:
+            _reply(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {ref.server} is not running: "
+                                              "its task cannot be reached now", server=ref.server))
+            return
+        if op.method == "tasks/result":
+            if record is None:
+                record = self._adopt(op)
+            if record.terminal:
+                keeper.result_waiter_done(op.on_reply, record)
+                return
+            record.result_waiters.append((op.on_reply, op.origin, op.origin_request))
+            record.polled = 0.0  # looked at on the next tick
+            return
+        if op.method == "tasks/update":
+            if ref.form == wire.LEGACY:
+                _reply(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, "this task's questions are not "
+                                                  "held here: answer them on its tasks/result", server="troupe"))
+                return
+            params = {"taskId": ref.upstream_id, "inputResponses": op.params.get("inputResponses")}
+        else:
+            params = {"taskId": ref.upstream_id}
+        kind = op.method.split("/", 1)[1]
+        if record is not None and op.method == "tasks/cancel" and record.form == wire.LEGACY:
+            self.keeper.end(record, "cancelled", message="cancelled by its client")
+        self._send(kind, op, record, ref.task_id, ref.form, op.target, op.method, params)
+
+    def _adopt(self, op: TaskOp) -> Record:
+        """A record for a relayed task this keeper did not create (another instance did, or a
+        troupe before a restart): a legacy client waits on it here."""
+        assert op.ref is not None
+        record = Record(uuid.uuid4().hex, op.ref.server, op.ref.form, op.ref.owner, op.ref.owner or "anonymous",
+                        minted=False)
+        record.upstream_id, record.target, record.legacy_client = op.ref.upstream_id, op.target, op.legacy_client
+        self.keeper.records.add(record)
+        self.keeper.records.issue(record, op.ref.task_id)
+        return record
+
+    def answer(self, record: Record, their_key: str, response: Any) -> None:
+        """A legacy client answered a modern server's input request: the server hears it in tasks/update."""
+        if isinstance(response, UpstreamError):
+            return  # nothing to tell: the server asks again or times the request out
+        self._send("answer", None, record, record.task_id, record.form, record.target, "tasks/update",
+                   {"taskId": record.upstream_id, "inputResponses": {their_key: response}})
+
+    def _send(self, kind: str, op: TaskOp | None, record: Record | None, task_id: str, form: str, target,
+              method: str, params: dict) -> None:
+        op_id = f"op{next(self._ids)}"
+        self._pending[op_id] = _Pending(kind, op, record, task_id, form)
+        me = self.keeper.actor_ref
+
+        def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
+            tell(me, _OpReplied(op_id, outcome))
+        caps = record.client_capabilities if record is not None else None
+        if not tell(target, Forward(method, params, on_reply, origin=me, origin_request=op_id,
+                                    client_capabilities=caps)):
+            self._replied(_OpReplied(op_id, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, "the server went away",
+                                                          link_lost=True)))
+
+    def _replied(self, msg: _OpReplied) -> None:
+        pending = self._pending.pop(msg.op_id, None)
+        if pending is None:
+            return  # its client withdrew it
+        outcome, op, record, keeper = msg.outcome, pending.op, pending.record, self.keeper
+        if pending.kind == "answer":
+            return
+        if pending.kind in ("get", "poll", "fetch") and not isinstance(outcome, UpstreamError):
+            task = wire.checked(wire.from_legacy(outcome) if pending.form == wire.LEGACY and isinstance(outcome, dict)
+                                else outcome)
+            if isinstance(task, str):
+                outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"the server answered with a malformed task: {task}")
+            else:
+                task["taskId"] = pending.task_id
+                if record is not None:
+                    self._seen(record, task)
+                if op is None:
+                    return  # a poll of troupe's own
+                outcome = wire.detailed(task, op.legacy_client)
+        if pending.kind == "poll" or op is None:
+            return
+        if pending.kind == "cancel":
+            if isinstance(outcome, UpstreamError):
+                _reply(op.on_reply, outcome)
+                return
+            view = record.view(keeper.config.ttl) if record is not None else {
+                "taskId": pending.task_id, "status": "cancelled", "createdAt": wire.now_iso(),
+                "lastUpdatedAt": wire.now_iso(), "ttlMs": None}
+            _reply(op.on_reply, wire.to_legacy({**view, "status": "cancelled"}) if op.legacy_client else {})
+            return
+        if pending.kind == "update" and isinstance(outcome, dict):
+            outcome = {}
+        _reply(op.on_reply, outcome)
+
+    def _seen(self, record: Record, task: dict) -> None:
+        """A modern server reported its task: kept, and a change told to whoever follows it."""
+        before = (record.status, record.status_message)
+        was_terminal = record.terminal
+        record.seen(task)
+        if record.status == "input_required" and isinstance(task.get("inputRequests"), dict):
+            for key, request in task["inputRequests"].items():
+                if key not in record.questions and key not in record.round_keys and isinstance(request, dict):
+                    record.questions[key] = request
+                    record.round_keys[key] = key  # asked: a later poll showing it again asks nobody twice
+                    for waiter in record.result_waiters:
+                        self.keeper.ask_waiter(record, key, waiter)
+        if record.terminal and not was_terminal:
+            record.status = "working"  # keeper.end makes the change, with its result and waiters
+            self.keeper.end(record, task["status"], result=task.get("result"), error=task.get("error"),
+                            message=task.get("statusMessage"))
+            return
+        if (record.status, record.status_message) != before:
+            self.keeper.changed(record)
+
+    # ---------------------------------------------------------------- the clock, and leaving
+
+    def poll(self) -> None:
+        """Ask modern servers about the tasks someone follows (a listen stream, a tasks/result)."""
+        now = time.monotonic()
+        for record in self.keeper.records.all():
+            if record.minted or record.form != wire.MODERN or record.terminal or not record.issued \
+                    or record.target is None:
+                continue
+            if not record.result_waiters and not self.keeper.watched(record):
+                continue
+            interval = min(MAX_POLL_S, max(MIN_POLL_S, (record.poll_ms or 0) / 1000))
+            if now - record.polled < interval or any(p.record is record and p.kind == "poll"
+                                                     for p in self._pending.values()):
+                continue
+            record.polled = now
+            self._send("poll", None, record, record.task_id, record.form, record.target, "tasks/get",
+                       {"taskId": record.upstream_id})
+
+    def withdrawn(self, origin, token) -> None:
+        for op_id, pending in list(self._pending.items()):
+            op = pending.op
+            if op is not None and op.origin == origin and token in (None, op.origin_request):
+                del self._pending[op_id]
+
+    def stop(self, why: str) -> None:
+        for pending in self._pending.values():
+            if pending.op is not None:
+                _reply(pending.op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server="troupe"))
+        self._pending.clear()
+
+
+def _reply(on_reply, outcome) -> None:
+    if on_reply is None:
+        return
+    try:
+        on_reply(outcome)
+    except Exception:  # a caller's callback must not take the keeper down
+        logger.exception("task keeper: a reply could not be delivered")
