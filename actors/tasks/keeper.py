@@ -84,7 +84,7 @@ class TaskKeeper(pykka.ThreadingActor):
     def __init__(self, config: TasksConfig, ids: TaskIds) -> None:
         super().__init__()
         self.config, self.ids = config, ids
-        self.records = Records(config.ttl, config.max_bytes)
+        self.records = Records(config.ttl, config.max_bytes, config.max_duration)
         self.relaying = Relaying(self)
         self._watchers: dict[str, tuple[Any, set]] = {}  # session urn → (ref, task ids)
         self._clock: gevent.Greenlet | None = None

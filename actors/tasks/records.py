@@ -127,8 +127,9 @@ class Records:
     """Every task record, by local key and by sealed id; live tasks counted per cap key; results
     bounded in bytes. Used only from the TaskKeeper's greenlet."""
 
-    def __init__(self, keep_s: float, max_bytes: int) -> None:
+    def __init__(self, keep_s: float, max_bytes: int, max_age_s: float) -> None:
         self.keep_s, self.max_bytes = keep_s, max_bytes
+        self.max_age_s = max_age_s  # a relayed task whose server gave no TTL is forgotten after this
         self._by_local: dict[str, Record] = {}
         self._by_id: dict[str, Record] = {}
         self.live: Counter = Counter()  # cap key → unfinished tasks (and calls that may become one)
@@ -188,8 +189,8 @@ class Records:
             if record.terminal and record.finished is not None and now - record.finished > self.keep_s:
                 out.append(record)
             elif not record.minted and record.issued:
-                ttl = record.ttl_ms / 1000 if record.ttl_ms is not None else None
-                if ttl is not None and now - record.created > ttl + self.keep_s:
+                ttl = record.ttl_ms / 1000 if record.ttl_ms is not None else self.max_age_s
+                if now - record.created > ttl + self.keep_s:
                     out.append(record)
         return out
 
