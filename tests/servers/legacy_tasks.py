@@ -83,7 +83,8 @@ class Task:
     def __init__(self, tool: str, arguments: dict, ttl: int | None) -> None:
         self.id = secrets.token_urlsafe(24)  # unguessable: this server binds tasks to no caller
         self.tool, self.arguments = tool, arguments
-        self.status, self.message = "working", None
+        self.status = "working"
+        self.message: str | None = None
         self.created = self.updated = _now()
         self.ttl = min(ttl, MAX_TTL_MS) if isinstance(ttl, int) else DEFAULT_TTL_MS
         self.outcome: dict | None = None  # {"result": ...} or {"error": ...}
