@@ -107,7 +107,7 @@ def test_raw_modern_http_with_routing_headers(tmp_path, marker):
         assert done["result"]["content"][0]["text"] == "hello Lin"
         # Mcp-Name must agree with params.taskId: the server checks it.
         wrong = http.post("tasks/get", {"taskId": created["taskId"]}, name="someone-else")
-        assert "error" in wrong
+        assert wrong["error"]["code"] == -32020  # HEADER_MISMATCH
         forever = http.call_tool("wait_forever")["result"]["taskId"]
         assert http.tasks_cancel(forever)["result"]["resultType"] == "complete"
         assert http.wait_status(forever, TERMINAL, BOUND)["status"] == "cancelled"
