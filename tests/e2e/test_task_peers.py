@@ -16,6 +16,7 @@ from tests.support.tasks_client import (
     ModernHttp,
     fastmcp_client,
     fastmcp_start_task,
+    marker_has,
     python_argv,
     sdk_cancel,
     sdk_client,
@@ -32,10 +33,18 @@ BOUND = 30.0
 
 @pytest.fixture
 def marker(tmp_path, monkeypatch):
-    """The file the server appends to when a task sees its cancellation (the SDK passes env on)."""
+    """The file wait_forever appends "started" and "cancelled" to (the helpers pass the env on)."""
     path = tmp_path / "cancelled"
     monkeypatch.setenv("TASKS_CANCEL_MARKER", str(path))
     return path
+
+
+async def _started(marker) -> None:
+    """Wait for wait_forever's body to run: a task cancelled while still queued never starts."""
+    deadline = asyncio.get_running_loop().time() + BOUND
+    while not marker_has(marker, "started"):
+        assert asyncio.get_running_loop().time() < deadline, "wait_forever never started"
+        await asyncio.sleep(0.05)
 
 
 def _run(coro):
@@ -60,10 +69,10 @@ def test_fastmcp_client_drives_tasks_over_stdio(marker):
             assert (await asking.result()).data == "hello Ada"  # answered through tasks/update
 
             forever = await fastmcp_start_task(client, "wait_forever")
-            await forever.wait(state="working", timeout=BOUND)
+            await _started(marker)
             await forever.cancel()
             assert (await forever.wait(state="cancelled", timeout=BOUND)).status == "cancelled"
-            wait_until(marker.exists, BOUND, "the server to see the cancellation")
+            wait_until(lambda: marker_has(marker, "cancelled"), BOUND, "the server to see the cancellation")
             assert (await client.call_tool("cancelled_count", {})).data == 1
     _run(scenario())
 
@@ -85,9 +94,10 @@ def test_sdk_client_drives_tasks_over_stdio(marker):
             assert done.status == "completed" and done.result["content"][0]["text"] == "hello Grace"
 
             forever = await sdk_start_task(client, "wait_forever")
+            await _started(marker)
             await sdk_cancel(client, forever.task_id)
             assert (await sdk_wait(client, forever.task_id, TERMINAL, BOUND)).status == "cancelled"
-            wait_until(marker.exists, BOUND, "the server to see the cancellation")
+            wait_until(lambda: marker_has(marker, "cancelled"), BOUND, "the server to see the cancellation")
     _run(scenario())
 
 
@@ -109,9 +119,10 @@ def test_raw_modern_http_with_routing_headers(tmp_path, marker):
         wrong = http.post("tasks/get", {"taskId": created["taskId"]}, name="someone-else")
         assert wrong["error"]["code"] == -32020  # HEADER_MISMATCH
         forever = http.call_tool("wait_forever")["result"]["taskId"]
+        wait_until(lambda: marker_has(marker, "started"), BOUND, "wait_forever to start")
         assert http.tasks_cancel(forever)["result"]["resultType"] == "complete"
         assert http.wait_status(forever, TERMINAL, BOUND)["status"] == "cancelled"
-        wait_until(marker.exists, BOUND, "the server to see the cancellation")
+        wait_until(lambda: marker_has(marker, "cancelled"), BOUND, "the server to see the cancellation")
         # Without the extension in the request's capabilities, the call is not tasked.
         plain = ModernHttp(http.url, tasks=False).call_tool("slow_add", {"a": 1, "b": 2, "seconds": 0})
         assert plain["result"]["structuredContent"] == {"result": 3}

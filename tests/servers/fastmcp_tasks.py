@@ -2,8 +2,10 @@
 task tools `slow_add` (optional), `ask_name` (asks for a name mid-task), `wait_forever` (runs
 until cancelled), a plain `echo`, and `cancelled_count` (how many tasks saw their cancellation).
 It tasks a call only on the 2026-07-28 era, and only when the call's `_meta` declares the
-extension. Cancellation is also observable across processes: each cancelled task appends a
-line to the file named by TASKS_CANCEL_MARKER, if set.
+extension. Cancellation is also observable across processes: `wait_forever` appends a line
+"started" to the file named by TASKS_CANCEL_MARKER (if set) when its body begins, and
+"cancelled" when it sees its cancellation (a task cancelled while still queued never starts,
+so a test waits for "started" before it cancels).
 stdio by default; `--http PORT` serves Streamable HTTP at /mcp (0: any free port, announced)."""
 from __future__ import annotations
 
@@ -22,12 +24,11 @@ mcp.add_extension(TasksExtension(url="memory://"))
 _cancelled = {"count": 0}
 
 
-def _note_cancelled() -> None:
-    _cancelled["count"] += 1
+def _mark(line: str) -> None:
     marker = os.environ.get("TASKS_CANCEL_MARKER")
     if marker:
         with open(marker, "a", encoding="utf-8") as f:
-            f.write("cancelled\n")
+            f.write(line + "\n")
 
 
 @mcp.tool(task=True)
@@ -56,11 +57,13 @@ async def ask_name(ctx: Context) -> str:
 @mcp.tool(task=True)
 async def wait_forever() -> str:
     """Run until cancelled."""
+    _mark("started")
     try:
         while True:
             await asyncio.sleep(0.05)
     except asyncio.CancelledError:
-        _note_cancelled()
+        _cancelled["count"] += 1
+        _mark("cancelled")
         raise
 
 

@@ -41,6 +41,15 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
     return _wait_until(check, timeout, POLL_EVERY, what)
 
 
+def marker_has(path, line: str) -> bool:
+    """Whether the marker file a test server appends to (TASKS_CANCEL_MARKER) holds `line`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return line in f.read().splitlines()
+    except FileNotFoundError:
+        return False
+
+
 class RawStdio:
     """A stdio MCP peer spoken to in raw JSON-RPC lines: answers are matched by id, and whatever
     the server sends on its own (requests, notifications) queues up in `incoming`, in order."""
