@@ -112,8 +112,8 @@ class InputRounds:
     def input_retry(self, rid, method: str, params: dict, principal: str) -> tuple[dict, Any] | dict:
         """(params without the round keys, InputRetry or None); or the error answer for a retry
         whose state troupe cannot accept."""
-        if not any(k in params for k in ROUND_KEYS):
-            return params, None
+        if method == "tasks/update" or not any(k in params for k in ROUND_KEYS):
+            return params, None  # (a task's inputResponses answer the task, not a round of this request)
         clean = {k: v for k, v in params.items() if k not in ROUND_KEYS}
         state, responses = params.get("requestState"), params.get("inputResponses", {})
         if not isinstance(responses, dict):

@@ -41,8 +41,8 @@ PARAM_HEADER_PREFIX = "Mcp-Param-"
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
                 "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
-# Server capabilities troupe implements for its clients; anything else a modern server
-# declares (tasks, extensions, experimental) is not forwarded, since nothing behind troupe backs it.
+# Server capabilities troupe implements for its clients; anything else a modern server declares
+# (experimental, extensions troupe does not carry) is not forwarded, since nothing behind troupe backs it.
 FORWARDED_CAPABILITIES = ("tools", "resources", "prompts", "completions", "logging")
 
 MODERN, LEGACY = "modern", "legacy"
@@ -84,10 +84,17 @@ def relayable(capabilities: Any) -> dict:
 
 
 def forwarded_capabilities(capabilities: Any) -> dict:
-    """A modern server's capabilities less what troupe does not implement (tasks, extensions…)."""
+    """A modern server's capabilities less what troupe does not implement: of its extensions, the
+    ones troupe carries (MCP Apps, tasks: what the catalogue and the TaskKeeper read), no others."""
     if not isinstance(capabilities, Mapping):
         return {}
-    return {k: v for k, v in capabilities.items() if k in FORWARDED_CAPABILITIES}
+    out = {k: v for k, v in capabilities.items() if k in FORWARDED_CAPABILITIES}
+    extensions = capabilities.get("extensions")
+    if isinstance(extensions, Mapping):
+        carried = {k: v for k, v in extensions.items() if k in mcp.RELAYED_EXTENSIONS and isinstance(v, Mapping)}
+        if carried:
+            out["extensions"] = carried
+    return out
 
 
 def verdict(outcome: Any) -> str:

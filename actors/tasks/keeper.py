@@ -279,7 +279,7 @@ class TaskKeeper(pykka.ThreadingActor):
             message: str | None = None) -> None:
         """`record` reaches terminal `status`: kept for the TTL, its waiters answered, its
         questions withdrawn, its watchers told."""
-        record.result, record.error = result, error
+        record.result, record.error = (wire.unrelated(result) if result is not None else None), error
         for question in record.questions.values():
             if isinstance(question, ServerRequest):
                 question.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"the task is {status}"))

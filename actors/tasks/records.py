@@ -119,8 +119,10 @@ class Record:
 def _as_input_request(question: Any) -> dict:
     """An open question as an inputRequests entry: {method, params}."""
     if isinstance(question, dict):
-        return question
-    return {"method": question.method, "params": question.params if isinstance(question.params, dict) else {}}
+        params = question.get("params")
+        return {**question, "params": wire.unrelated(params)} if isinstance(params, dict) else question
+    return {"method": question.method, "params": wire.unrelated(question.params) if isinstance(question.params, dict)
+            else {}}
 
 
 class Records:

@@ -173,6 +173,19 @@ def detailed(task: Mapping, legacy: bool) -> dict:
     return {**task, "resultType": "complete"}
 
 
+def unrelated(message: dict) -> dict:
+    """A server's result or request params without its related-task key, which names the task by
+    the server's own id: troupe's clients know it by troupe's (the same object when it has none)."""
+    meta = message.get("_meta")
+    if not isinstance(meta, dict) or RELATED_TASK not in meta:
+        return message
+    rest = {k: v for k, v in meta.items() if k != RELATED_TASK}
+    out = {k: v for k, v in message.items() if k != "_meta"}
+    if rest:
+        out["_meta"] = rest
+    return out
+
+
 def related(task_id: str) -> dict:
     """The `_meta` entry tying a 2025-11-25 message to its task."""
     return {RELATED_TASK: {"taskId": task_id}}
