@@ -87,7 +87,10 @@ def check(environ: Mapping, msg: dict, input_schema: Any = None) -> None:
     key = NAME_BEARING.get(method) if isinstance(method, str) else None
     assert isinstance(params, dict)  # it holds _meta
     if key is not None and params.get(key) is not None:
-        if decode_value(header(environ, "Mcp-Name")) != params[key]:
+        given = header(environ, "Mcp-Name")
+        if given is None and isinstance(method, str) and method.startswith("tasks/"):
+            pass  # SEP-2663 asks clients for it (to route by task); one that left it out is still served
+        elif decode_value(given) != params[key]:
             raise HeaderMismatch(f"Mcp-Name header does not match the request's {key!r}")
     if method == "tools/call" and input_schema is not None:
         arguments = params.get("arguments")
