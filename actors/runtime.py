@@ -131,7 +131,7 @@ class Runtime:
             self._watch_trust(ref)
         self.cache = caching.start_keeper(self.config, self.bus, self.shared)
         self.task_ids = task_wiring.ids_for(self.config, self.sealer)
-        self.tasks = task_wiring.start_keeper(self.config, self.task_ids)
+        self.tasks = task_wiring.start_keeper(self.config, self.task_ids, self.shared)
         if self._discovery_enabled():
             self._start_discovery()
         self.workflows.start(self.bus)
@@ -328,6 +328,8 @@ class Runtime:
             self.cluster.start(url, self.supervisor, self.config.serve.auth_token)
         if self.shared is not None and self.cluster is not None and self.bus is not None:
             self.shared.start_bridge(self.bus, self.cluster.config.instance or url)
+        if self.cluster is not None:  # its minted tasks go to Redis under this instance's name from now on
+            task_wiring.joined(self.tasks, self.cluster.config.instance or url)
 
     def events(self, limit: int = 100) -> list:
         assert self.bus is not None  # asked by a front or the embedded handle, after start()

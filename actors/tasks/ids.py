@@ -39,6 +39,11 @@ class TaskIds:
     def __init__(self, sealer: StateSealer, lifetime_s: float) -> None:
         self._sealer, self._lifetime = sealer, lifetime_s
 
+    @property
+    def lifetime(self) -> float:
+        """Seconds a sealed id opens for after it was issued."""
+        return self._lifetime
+
     def issue(self, server: str, upstream_id: str, owner: str, minted: bool, form: str = "") -> str:
         return self._sealer.seal({"k": KIND, "s": server, "u": upstream_id, "o": owner, "m": int(minted),
                                   "f": form}, self._lifetime)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import orjson
@@ -35,6 +35,9 @@ from actors.tasks.messages import GetTaskStats, TaskCall, TaskChanged, TaskOp, U
 from actors.tasks.records import Record, Records
 from actors.tasks.relayed import Relaying
 from actors.tells import tell, unread_tells
+
+if TYPE_CHECKING:
+    from actors.tasks.clustered import SharedTasks
 
 SWEEP_S = 5.0  # how often finished tasks past their TTL are dropped
 POLL_TICK_S = 0.5  # how often watched tasks of modern servers are looked at
@@ -81,9 +84,10 @@ class TaskKeeper(pykka.ThreadingActor):
     _Tick. Sends Forward and CancelForward to Connections, TaskChanged and ServerRequest (a
     question for a legacy client waiting on tasks/result) to Sessions."""
 
-    def __init__(self, config: TasksConfig, ids: TaskIds) -> None:
+    def __init__(self, config: TasksConfig, ids: TaskIds, shared: SharedTasks | None = None) -> None:
         super().__init__()
         self.config, self.ids = config, ids
+        self.shared = shared  # a cluster's: minted tasks in Redis (clustered.py); None alone
         self.records = Records(config.ttl, config.max_bytes, config.max_duration)
         self.relaying = Relaying(self)
         self._watchers: dict[str, tuple[Any, set]] = {}  # session urn → (ref, task ids)
@@ -99,6 +103,8 @@ class TaskKeeper(pykka.ThreadingActor):
             while tell(me, _Tick()):
                 gevent.sleep(POLL_TICK_S)
         self._clock = gevent.spawn(clock)
+        if self.shared is not None:
+            self.shared.start(me)
 
     def on_stop(self) -> None:
         if self._clock is not None:
@@ -115,6 +121,8 @@ class TaskKeeper(pykka.ThreadingActor):
                 record.waiter = None
             self._end_waiters(record, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server="troupe"))
         self.relaying.stop(why)
+        if self.shared is not None:
+            self.shared.stop()
 
     def on_failure(self, exc_type, exc_value, traceback) -> None:
         logger.error("task keeper failed: {}: {}", exc_type.__name__ if exc_type else "?", exc_value)
@@ -162,7 +170,8 @@ class TaskKeeper(pykka.ThreadingActor):
             case _Tick():
                 self._tick()
             case _:
-                self.relaying.dispatch(message)
+                if self.shared is None or not self.shared.dispatch(message):
+                    self.relaying.dispatch(message)
 
     # ---------------------------------------------------------------- a tools/call
 
@@ -212,9 +221,13 @@ class TaskKeeper(pykka.ThreadingActor):
         """The call becomes troupe's own task: its client is answered with the handle now."""
         self.records.issue(record, self.ids.issue(record.server, record.local, record.owner, True))
         waiter, record.waiter = record.waiter, None
-        if waiter is not None:
-            _reply(waiter, wire.created(record.view(self.config.ttl), record.legacy_client))
         logger.debug("task {} minted around a call to {}", record.local, record.server)
+        reply = wire.created(record.view(self.config.ttl), record.legacy_client)
+        # cluster: the id goes out once Redis has the task (the shared side answers the waiter then)
+        if self.shared is not None and self.shared.minted(record, waiter, reply):
+            return
+        if waiter is not None:
+            _reply(waiter, reply)
 
     def _upstream(self, msg: _Upstream) -> None:
         record = self.records.local(msg.local)
@@ -392,6 +405,9 @@ class TaskKeeper(pykka.ThreadingActor):
         assert op.ref is not None  # every other method names its task
         record = self.records.by_id(op.ref.task_id)
         if record is None and op.ref.minted:
+            if self.shared is not None:  # cluster: another instance's, read from Redis
+                self.shared.op(op)
+                return
             _reply(op.on_reply, _unknown(op))  # past its TTL, or minted by a troupe that is gone
             return
         if record is None or not record.minted:
@@ -478,6 +494,8 @@ class TaskKeeper(pykka.ThreadingActor):
         """Tell the task's watchers (and the legacy session that created it) its state now."""
         if not record.issued:
             return
+        if self.shared is not None:
+            self.shared.changed(record)
         view = None
         for ref, ids in list(self._watchers.values()):
             if record.task_id in ids:
@@ -506,6 +524,8 @@ class TaskKeeper(pykka.ThreadingActor):
         out["live_by_client"] = len(self.records.live)
         out["max_per_client"] = self.config.max_per_client
         out["mint_after"] = self.config.mint_after
+        if self.shared is not None:
+            out["shared"] = self.shared.stats()
         return out
 
 

@@ -81,3 +81,11 @@ class GetTaskStats:
     """Ask the TaskKeeper for its figures: tasks by state, minted and relayed; answered on `future`."""
 
     future: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TasksJoined:
+    """Told by the Runtime to a cluster's TaskKeeper once this instance knows its name in the
+    cluster: from then on its minted tasks are written to Redis under that name."""
+
+    instance: str

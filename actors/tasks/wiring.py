@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import pykka
+from loguru import logger
 
 from actors.protocol.request_state import StateSealer
 from actors.settings.model import Config
 from actors.tasks.ids import TaskIds
 from actors.tasks.keeper import TaskKeeper
-from actors.tasks.messages import GetTaskStats
+from actors.tasks.messages import GetTaskStats, TasksJoined
+from actors.tells import tell
 
 STATS_TIMEOUT = 1.0  # the status report waits this long at most for the keeper's figures
 # A task id outlives the longest task and its kept result by this much, then opens no more.
@@ -21,8 +23,21 @@ def ids_for(config: Config, sealer: StateSealer) -> TaskIds:
     return TaskIds(sealer, longest + config.serve.tasks.ttl + ID_GRACE_S)
 
 
-def start_keeper(config: Config, ids: TaskIds) -> pykka.ActorRef:
-    return TaskKeeper.start(config.serve.tasks, ids)
+def start_keeper(config: Config, ids: TaskIds, shared=None) -> pykka.ActorRef:
+    """The TaskKeeper; in a cluster (`shared`, the cluster's SharedState, whose link it uses) its
+    minted tasks are kept in Redis too, so every instance answers for them (clustered.py)."""
+    side = None
+    if shared is not None:
+        from actors.tasks.clustered import SharedTasks  # a cluster's only: a troupe alone loads no Redis code
+        from actors.tasks.shared_store import RedisTasks
+        side = SharedTasks(RedisTasks(shared.link), config.serve.tasks.ttl, ids.lifetime)
+    return TaskKeeper.start(config.serve.tasks, ids, side)
+
+
+def joined(ref: pykka.ActorRef | None, instance: str) -> None:
+    """Tell a cluster's keeper the name this instance has in the cluster (known once it serves)."""
+    if ref is not None and not tell(ref, TasksJoined(instance)):
+        logger.warning("the task keeper has stopped: its tasks are not shared with the cluster")
 
 
 def task_status(ref: pykka.ActorRef | None, timeout: float = STATS_TIMEOUT) -> dict:
