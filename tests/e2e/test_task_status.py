@@ -97,12 +97,3 @@ def test_status_metrics_and_cli_count_tasks_and_refusals_at_the_cap(http_troupe)
     assert lines == ["tasks: 0 working, 0 input_required, 3 completed, 0 failed, 0 cancelled "
                      "(3 minted, 0 relayed; cap 2 per client; 1 refused at the cap)"], table.stdout
 
-
-def test_cli_shows_no_task_line_before_any_task(http_troupe):
-    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat")
-    wait_until(lambda: requests.get(t.base + "/status", timeout=10).json()["ready"], 20, message="troupe ready")
-    assert tasks_of(t)["created"] == {"minted": 0, "relayed": 0}
-    table = subprocess.run([PYTHON, "-m", "actors.main", "status", "--url", t.base], cwd=ROOT,
-                           capture_output=True, text=True, timeout=30)
-    assert table.returncode == 0 and "echo" in table.stdout, table.stderr
-    assert "tasks:" not in table.stdout
