@@ -145,12 +145,14 @@ def _task_counts(page) -> dict:
 
 
 def test_dashboard_tasks_panel_shows_the_counts_of_status_and_follows_them(http_troupe, browser):
-    from tests.e2e.test_task_status import modern, start_task, tasks_of
+    from tests.e2e.test_task_status import start_task, tasks_of
+    from tests.support.tasks_client import ModernHttp
 
     t = http_troupe([server("echo", "tests.servers.echo")], mode="flat", tasks={"mint_after": 0})
     wait_until(lambda: _status(t)["ready"], 20, message="troupe ready")
-    start_task(t, 1, 0)
-    long = start_task(t, 2, 120)  # cancelled below, never waited for
+    client = ModernHttp(t.url)
+    start_task(client, 0)
+    long = start_task(client, 120)  # cancelled below, never waited for
     wait_until(lambda: tasks_of(t)["by_state"]["completed"] == 1, 20, interval=0.1, message="short task completed")
 
     page = browser.open(t.base + "/")
@@ -169,7 +171,7 @@ def test_dashboard_tasks_panel_shows_the_counts_of_status_and_follows_them(http_
     assert page.js(WATCH % "echo")  # the marker: the change below comes without a reload
 
     # Tasks change without bus events: while one is live the page re-reads /status by itself.
-    cancel = modern(t, 3, "tasks/cancel", long["taskId"], {"taskId": long["taskId"]})
+    cancel = client.tasks_cancel(long["taskId"])
     assert "result" in cancel, cancel
     wait_until(lambda: _task_counts(page).get("cancelled") == 1, 15, interval=0.1, message="cancel shown")
     assert _task_counts(page)["working"] == 0

@@ -3,40 +3,23 @@ kind (minted by troupe, relayed from a server), and a call past serve.tasks.max_
 refused and counted. Raw 2026-07-28 requests over HTTP, troupe minting around echo's `sleep`."""
 from __future__ import annotations
 
-import json
 import subprocess
 
 import requests
 
 from tests.e2e.test_metrics import scrape, value
 from tests.support import PYTHON, ROOT, wait_until
+from tests.support.tasks_client import ModernHttp
 from tests.support.troupe import server
 
-MODERN = "2026-07-28"
-EXTENSION = "io.modelcontextprotocol/tasks"
-# A task-capable caller: the tasks extension in the request's own client capabilities.
-META = {"io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}},
-        "io.modelcontextprotocol/clientInfo": {"name": "task-status-test", "version": "1"}}
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 SLEEP = "echo__sleep"
 # Long enough that both tasks are still working while the test looks (it never waits for this).
 LONG_S = 6.0
 
 
-def modern(t, rid, method: str, name: str, params: dict) -> dict:
-    """One modern JSON-RPC request with its routing headers; the answer, JSON or SSE."""
-    headers = {**ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": method, "Mcp-Name": name}
-    resp = requests.post(t.url, json={"jsonrpc": "2.0", "id": rid, "method": method,
-                                      "params": {**params, "_meta": META}}, headers=headers, timeout=30)
-    if resp.headers["Content-Type"].startswith("application/json"):
-        return resp.json()
-    return json.loads([line[6:] for line in resp.text.splitlines() if line.startswith("data: ")][-1])
-
-
-def start_task(t, rid, seconds: float) -> dict:
+def start_task(client: ModernHttp, seconds: float) -> dict:
     """A sleep call that troupe answers with a task of its own (mint_after 0)."""
-    answer = modern(t, rid, "tools/call", SLEEP, {"name": SLEEP, "arguments": {"seconds": seconds}})
+    answer = client.call_tool(SLEEP, {"seconds": seconds})
     assert answer["result"]["resultType"] == "task", answer
     assert answer["result"]["status"] == "working", answer
     return answer["result"]
@@ -54,9 +37,10 @@ def test_status_metrics_and_cli_count_tasks_and_refusals_at_the_cap(http_troupe)
     assert before["by_state"] == dict.fromkeys(("working", "input_required", "completed", "failed", "cancelled"), 0)
     assert before["refused_at_cap"] == 0 and before["max_per_client"] == 2
 
-    first, second = start_task(t, 1, LONG_S), start_task(t, 2, LONG_S)
+    client = ModernHttp(t.url)  # an anonymous caller declaring the tasks extension in each request
+    first, second = start_task(client, LONG_S), start_task(client, LONG_S)
     assert first["taskId"] != second["taskId"]
-    refused = modern(t, 3, "tools/call", SLEEP, {"name": SLEEP, "arguments": {"seconds": 0}})
+    refused = client.call_tool(SLEEP, {"seconds": 0})
     assert refused["result"].get("isError") is True, refused
     assert "too many live tasks" in refused["result"]["content"][0]["text"]
 
@@ -86,7 +70,7 @@ def test_status_metrics_and_cli_count_tasks_and_refusals_at_the_cap(http_troupe)
     assert value(metrics, "troupe_tasks_max_per_client") == 2
 
     # Finished tasks no longer count against the cap: the same client gets a task again.
-    start_task(t, 4, 0)
+    start_task(client, 0)
     assert tasks_of(t)["refused_at_cap"] == 1
     wait_until(lambda: tasks_of(t)["by_state"]["completed"] == 3, 20, interval=0.1, message="third task completed")
 

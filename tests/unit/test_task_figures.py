@@ -18,7 +18,7 @@ def _record(records: Records, minted: bool, status: str) -> Record:
 
 
 def test_stats_count_held_tasks_by_kind_and_state_and_refusals():
-    records = Records(keep_s=60, max_bytes=1 << 20)
+    records = Records(keep_s=60, max_bytes=1 << 20, max_age_s=3600)
     _record(records, True, "working")
     _record(records, True, "completed")
     _record(records, False, "working")
@@ -37,7 +37,7 @@ def test_stats_count_held_tasks_by_kind_and_state_and_refusals():
 
 
 def test_task_line_only_once_something_happened():
-    idle = Records(60, 1 << 20).stats() | {"max_per_client": 100}
+    idle = Records(60, 1 << 20, 3600).stats() | {"max_per_client": 100}
     assert task_line(idle) == ""
     assert task_line({}) == "" and task_line(None) == ""
     assert task_line({"error": "the task keeper did not answer: Timeout"}) == \
@@ -52,7 +52,7 @@ def test_task_line_only_once_something_happened():
 
 def test_metric_families_from_the_tasks_section():
     assert list(metrics.families(None)) == [] and list(metrics.families({"error": "x"})) == []
-    records = Records(60, 1 << 20)
+    records = Records(60, 1 << 20, 3600)
     _record(records, False, "working")
     records.refused_at_cap = 3
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
