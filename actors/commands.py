@@ -77,10 +77,30 @@ def render_table(report: dict) -> str:
         if s.get("state") == "needs-auth":  # the link itself is long: `troupe auth NAME` prints it
             lines.append(f"{s['name']} needs a sign-in: troupe auth {s['name']}"
                          + (f"  ({s['auth_error']})" if s.get("auth_error") else ""))
+    tasks = task_line(report.get("tasks"))
+    if tasks:
+        lines.append(tasks)
     disc = report.get("discovery")
     if isinstance(disc, dict) and disc:
         lines.append(f"discovery: {orjson.dumps(disc).decode()[:300]}")
     return "\n".join(lines)
+
+
+def task_line(tasks) -> str:
+    """One line for the tasks section: held now by state, minted vs relayed, the per-client cap;
+    empty until a task was created or refused (a troupe whose clients never ask for tasks)."""
+    if not isinstance(tasks, dict) or not tasks:
+        return ""
+    if "error" in tasks:
+        return f"tasks: {tasks['error']}"
+    created, held = tasks.get("created") or {}, tasks.get("held") or {}
+    refused = tasks.get("refused_at_cap") or 0
+    if not (sum(created.values()) or sum(held.values()) or refused):
+        return ""
+    states = ", ".join(f"{n} {state}" for state, n in (tasks.get("by_state") or {}).items())
+    extra = f"; {refused} refused at the cap" if refused else ""
+    return (f"tasks: {states} ({held.get('minted', 0)} minted, {held.get('relayed', 0)} relayed; "
+            f"cap {tasks.get('max_per_client')} per client{extra})")
 
 
 def _duration(seconds: float) -> str:

@@ -1,5 +1,5 @@
 // troupe dashboard: the status report from /status, what waits for the operator from /api/approvals,
-// live changes from /events (SSE); no polling.
+// live changes from /events (SSE); no polling, but while tasks run (they change without events).
 "use strict";
 (() => {
   const TOKEN_KEY = "troupe-token";
@@ -13,6 +13,9 @@
     "ServerStateChanged"]);
   const PENDING = "pending-approval", DENIED = "denied", NEEDS_AUTH = "needs-auth";
   const SIGN_IN_POLL_MS = 1000;  // a needs-auth server's sign-in URL follows its state change
+  const TASK_POLL_MS = 2000;  // tasks change state without bus events: re-read /status while any is live
+  const TASK_STATES = ["working", "input_required", "completed", "failed", "cancelled"];
+  const LIVE_TASK_STATES = ["working", "input_required"];
 
   let status = null;
   let source = null;
@@ -20,6 +23,7 @@
   let approvalsWanted = false;
   let fetchSeq = 0, appliedSeq = 0;  // responses may overtake each other: keep only the newest
   let approvalSeq = 0, approvalApplied = 0;
+  let taskTimer = null;
   const rows = new Map();
   const seen = new Set();
 
@@ -115,6 +119,7 @@
   function render() {
     renderHeader();
     renderServers();
+    renderTasks();
     renderDiscovery();
   }
 
@@ -339,6 +344,46 @@
     }
     return pre;
   }
+
+  // Tasks held now by state, minted by troupe vs relayed from servers; shown once the report has a
+  // tasks section (the keeper answered).
+  function renderTasks() {
+    const t = status.tasks;
+    const panel = $("tasks-panel");
+    if (!t || typeof t !== "object" || Object.keys(t).length === 0) { panel.hidden = true; return; }
+    panel.hidden = false;
+    if (t.error) {
+      $("task-summary").textContent = "";
+      $("tasks").replaceChildren(el("span", { class: "error" }, "the task keeper is not answering: " + t.error));
+      return;
+    }
+    const byState = t.by_state || {};
+    const counts = el("ul", { class: "task-counts" });
+    for (const state of TASK_STATES) {
+      const li = el("li", { class: "task-state " + state }, el("span", { class: "n" }, byState[state] || 0),
+        el("span", { class: "label" }, state.replace("_", " ")));
+      li.dataset.state = state;
+      counts.append(li);
+    }
+    const held = t.held || {}, created = t.created || {};
+    const dl = el("dl");
+    const row = (key, k, v) => { const dd = el("dd", {}, v); dd.dataset.key = key; dl.append(el("dt", {}, k), dd); };
+    row("held", "Held", (held.minted || 0) + " minted · " + (held.relayed || 0) + " relayed");
+    row("created", "Created", (created.minted || 0) + " minted · " + (created.relayed || 0) + " relayed since start");
+    row("cap", "Per client", "at most " + (t.max_per_client ?? "?") + " live · " + (t.refused_at_cap || 0)
+      + " refused at the cap");
+    row("bytes", "Results kept", fmtBytes(t.result_bytes || 0)
+      + (t.dropped_for_bytes ? " · " + t.dropped_for_bytes + " dropped for room" : ""));
+    $("tasks").replaceChildren(counts, dl);
+    const live = LIVE_TASK_STATES.reduce((n, s) => n + (byState[s] || 0), 0);
+    $("task-summary").textContent = live + " live · " + (t.live_by_client || 0) + " clients";
+    if (live && !taskTimer) {
+      taskTimer = setTimeout(() => { taskTimer = null; scheduleRefresh(false); }, TASK_POLL_MS);
+    }
+  }
+
+  const fmtBytes = (n) => (n < 1024 ? n + " B" : n < 1048576 ? (n / 1024).toFixed(1) + " KiB"
+    : (n / 1048576).toFixed(1) + " MiB");
 
   function renderDiscovery() {
     const box = $("discovery");

@@ -178,6 +178,7 @@ class TaskKeeper(pykka.ThreadingActor):
     def _call(self, call: TaskCall) -> None:
         live = self.records.live.get(call.cap_key, 0)
         if live >= self.config.max_per_client:
+            self.records.refused_at_cap += 1
             _reply(call.on_reply, UpstreamError(
                 jsonrpc.SERVER_UNAVAILABLE, f"too many live tasks: this client holds {live} "
                 f"(serve.tasks.max_per_client is {self.config.max_per_client}); wait for one to finish or "

@@ -138,6 +138,7 @@ class Records:
         self.bytes = 0
         self.created = Counter()  # "minted" / "relayed" → tasks handed out since start
         self.dropped = 0  # finished tasks dropped before their TTL to stay within max_bytes
+        self.refused_at_cap = 0  # task-capable calls refused: their client held max_per_client live tasks
 
     def add(self, record: Record) -> None:
         self._by_local[record.local] = record
@@ -204,12 +205,14 @@ class Records:
         return iter(list(self._by_local.values()))
 
     def stats(self) -> dict:
-        by_state: Counter = Counter()
-        kinds: Counter = Counter()
+        """The figures /status, `troupe status`, the dashboard and /metrics show: tasks held now by
+        state (in all and by kind: minted by troupe or relayed from a server), created since start,
+        result bytes kept, finished tasks dropped for bytes, calls refused at the per-client cap."""
+        by_kind: dict[str, Counter] = {"minted": Counter(), "relayed": Counter()}
         for record in self._by_id.values():
-            by_state[record.status] += 1
-            kinds["minted" if record.minted else "relayed"] += 1
-        return {"by_state": {state: by_state.get(state, 0) for state in wire.STATES},
-                "held": {"minted": kinds.get("minted", 0), "relayed": kinds.get("relayed", 0)},
+            by_kind["minted" if record.minted else "relayed"][record.status] += 1
+        return {"by_state": {state: sum(c[state] for c in by_kind.values()) for state in wire.STATES},
+                "by_kind_state": {kind: {state: c[state] for state in wire.STATES} for kind, c in by_kind.items()},
+                "held": {kind: sum(c.values()) for kind, c in by_kind.items()},
                 "created": {"minted": self.created.get("minted", 0), "relayed": self.created.get("relayed", 0)},
-                "result_bytes": self.bytes, "dropped_for_bytes": self.dropped}
+                "result_bytes": self.bytes, "dropped_for_bytes": self.dropped, "refused_at_cap": self.refused_at_cap}

@@ -137,3 +137,42 @@ def test_dashboard_routes_and_token(http_troupe, browser):
     wait_until(lambda: page.text("#live") == "live", 10, message="events stream with the token")
     assert page.js("sessionStorage.getItem('troupe-token')") == token
     assert token not in "".join(t.stderr)
+
+
+def _task_counts(page) -> dict:
+    return page.js("Object.fromEntries([...document.querySelectorAll('#tasks li[data-state]')]"
+                   ".map((li) => [li.dataset.state, Number(li.querySelector('.n').textContent)]))")
+
+
+def test_dashboard_tasks_panel_shows_the_counts_of_status_and_follows_them(http_troupe, browser):
+    from tests.e2e.test_task_status import start_task, tasks_of
+    from tests.support.tasks_client import ModernHttp
+
+    t = http_troupe([server("echo", "tests.servers.echo")], mode="flat", tasks={"mint_after": 0})
+    wait_until(lambda: _status(t)["ready"], 20, message="troupe ready")
+    client = ModernHttp(t.url)
+    start_task(client, 0)
+    long = start_task(client, 120)  # cancelled below, never waited for
+    wait_until(lambda: tasks_of(t)["by_state"]["completed"] == 1, 20, interval=0.1, message="short task completed")
+
+    page = browser.open(t.base + "/")
+    wait_until(lambda: page.js("!document.getElementById('tasks-panel').hidden"), 20, message="tasks panel shown")
+    wait_until(lambda: _task_counts(page).get("working") == 1, 10, message="one working task shown")
+    counts = _task_counts(page)
+    assert counts == {"working": 1, "input_required": 0, "completed": 1, "failed": 0, "cancelled": 0}, counts
+    assert page.text('#tasks dd[data-key="held"]') == "2 minted · 0 relayed"
+    assert "at most 100 live" in page.text('#tasks dd[data-key="cap"]')
+    wait_until(lambda: page.text("#live") == "live", 10, message="page subscribed to /events")
+    # The refreshes that subscribing and its replayed events bring are over (each 150 ms after its burst).
+    wait_until(lambda: page.js("performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/status'))"
+                               ".every((e) => e.responseEnd > 0) && performance.now() - Math.max(...performance"
+                               ".getEntriesByType('resource').map((e) => e.startTime)) > 500"), 10, interval=0.1,
+               message="page settled")
+    assert page.js(WATCH % "echo")  # the marker: the change below comes without a reload
+
+    # Tasks change without bus events: while one is live the page re-reads /status by itself.
+    cancel = client.tasks_cancel(long["taskId"])
+    assert "result" in cancel, cancel
+    wait_until(lambda: _task_counts(page).get("cancelled") == 1, 15, interval=0.1, message="cancel shown")
+    assert _task_counts(page)["working"] == 0
+    assert page.js("window.__loadedOnce") == "yes", "the page reloaded"
