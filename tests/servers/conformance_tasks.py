@@ -55,6 +55,7 @@ class MrtrThenTask(TasksExtension):
             return await call_next()
         # Round 2: the task's worker has no wire request, so the answer travels as an argument.
         tool = await context.fastmcp.get_tool(params.name)
+        assert tool is not None  # registered below
         name = _answered(answers["user_name"], "name")
         return await create_task(tool, {"user_name": str(name)}, context)
 
