@@ -113,6 +113,12 @@ class TaskRequests:
         target, _why = self._fw.connection(entry.server, sink)
         if target is None:
             return False  # the usual path says why
+        if envelope is not None and getattr(sink, "retry", None) is not None:
+            # A modern client's next input round (SEP-2322): its answers and the server's own state
+            # go upstream as the plain path sends them; the round may end in the server's task.
+            upstream = self._fw.rounds.continue_round(rid, entry.server, "tools/call", upstream, sink, tool_outcome)
+            if upstream is None:
+                return True  # answered there (a parked call resumed, or the retry refused)
         owner = self.owner(sink)
         view = self._ctx.servers().get(entry.server)
         max_duration = (view.config.task_max_duration if view is not None else None) or \
@@ -144,6 +150,14 @@ class TaskRequests:
             why = "tasks are not offered by this troupe" if self._ctx.tasks is None else \
                 "a 2026-07-28 (SEP-2663) method" if legacy else "the 2026-07-28 tasks extension has no such method"
             sink(jsonrpc.error(rid, jsonrpc.METHOD_NOT_FOUND, f"method not found: {method} ({why})"))
+            return
+        envelope = modern.envelope_of(sink)
+        if envelope is not None and not wire.client_declares_modern(envelope.capabilities):
+            # SEP-2663: a tasks/* request must itself declare the extension; checked before the
+            # task id, so an undeclared caller learns what to declare, not whether an id exists.
+            sink(jsonrpc.error(rid, modern.MISSING_CAPABILITY, f"{method} needs the {wire.EXTENSION} extension "
+                               "declared in the request's client capabilities",
+                               {"requiredCapabilities": {"extensions": {wire.EXTENSION: {}}}}))
             return
         owner = self.owner(sink)
         ref = None

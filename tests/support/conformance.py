@@ -64,6 +64,27 @@ def required_server_scenarios(prefix: Path, revision: str) -> list[str]:
     return list(yaml.safe_load((prefix / _PACKAGE / "requirements" / f"{revision}.yaml").read_text())["server"])
 
 
+def extension_scenarios(prefix: Path, extension: str) -> list[str]:
+    """The server scenarios of one extension (`io.modelcontextprotocol/tasks`, say), read from the
+    suite's bundle: the CLI selects scenarios only one by one (`--scenario`), or by suites that mix
+    extensions with other pending work, so the bundle is where an extension's set is named."""
+    bundle = (prefix / _PACKAGE / "dist" / "index.js").read_text()
+    found = re.findall(r"this\.name=`([a-z0-9-]+)`,this\.source=\{extensionId:`" + re.escape(extension) + "`", bundle)
+    return list(dict.fromkeys(found))
+
+
+def run_scenarios(url: str, out: Path, prefix: Path, scenarios: list[str], *args: str) -> Report:
+    """`run_server` once per scenario (`--scenario`, each its own process and output directory),
+    the results merged into one Report whose summary is each scenario's tally line."""
+    merged = Report()
+    for scenario in scenarios:
+        report = run_server(url, out / scenario, prefix, "--scenario", scenario, *args)
+        merged.checks.update(report.checks)
+        tally = [line for line in report.summary.splitlines() if line.startswith("Passed: ")]
+        merged.summary += f"{scenario}: {tally[-1] if tally else report.summary[-300:]}\n"
+    return merged
+
+
 def run_server(url: str, out: Path, prefix: Path = PEERS, *args: str) -> Report:
     """Run the suite installed under `prefix` against the MCP server at `url` (extra CLI `args`,
     such as `--requirements 2026-07-28`); the results are kept under `out`. A run that produced
