@@ -423,6 +423,8 @@ def test_minted_task_around_a_slow_plain_call(modern):
     assert quick["result"].get("resultType") != "task" and quick["result"]["content"][0]["text"] == "quick"
     done = _wait(modern, task_id, TERMINAL)
     assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "done"
+    # The kept result is troupe's to serve, as a plain one is: it carries no stamp of the server's own.
+    assert "io.modelcontextprotocol/serverInfo" not in (done["result"].get("_meta") or {}), done
     plain = modern.wait_response(plain_rid, BOUND)
     assert time.monotonic() - began >= 4.9
     assert "taskId" not in plain["result"] and plain["result"]["content"][0]["text"] == "late"
