@@ -18,6 +18,9 @@ from actors.protocol.modern import META_VERSION
 # (SEP-2663: a task request names its task, so that an intermediary routes it to the instance holding it.)
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
                 "tasks/update": "taskId", "tasks/cancel": "taskId"}
+# Of those, the methods whose Mcp-Name may be left out (checked only when sent): the SDK's client
+# (and fastmcp-tasks' on it) names no task in a header, and FastMCP's server accepts that.
+NAME_OPTIONAL = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 PARAM_PREFIX = "Mcp-Param-"
 
 _B64 = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
@@ -87,10 +90,8 @@ def check(environ: Mapping, msg: dict, input_schema: Any = None) -> None:
     key = NAME_BEARING.get(method) if isinstance(method, str) else None
     assert isinstance(params, dict)  # it holds _meta
     if key is not None and params.get(key) is not None:
-        given = header(environ, "Mcp-Name")
-        if given is None and isinstance(method, str) and method.startswith("tasks/"):
-            pass  # SEP-2663 asks clients for it (to route by task); one that left it out is still served
-        elif decode_value(given) != params[key]:
+        sent = header(environ, "Mcp-Name")
+        if not (sent is None and method in NAME_OPTIONAL) and decode_value(sent) != params[key]:
             raise HeaderMismatch(f"Mcp-Name header does not match the request's {key!r}")
     if method == "tools/call" and input_schema is not None:
         arguments = params.get("arguments")

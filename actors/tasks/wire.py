@@ -15,6 +15,8 @@ from actors.protocol import mcp
 
 EXTENSION = mcp.TASKS_EXTENSION
 RELATED_TASK = "io.modelcontextprotocol/related-task"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"  # a modern result's stamp of the server that made it
+SERVERS_META = (RELATED_TASK, SERVER_INFO)  # `_meta` keys of a server's own that a task it runs never passes on
 STATES = ("working", "input_required", "completed", "failed", "cancelled")
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 # The client-facing methods: SEP-2663's three, and the 2025-11-25 revision's four.
@@ -175,11 +177,12 @@ def detailed(task: Mapping, legacy: bool) -> dict:
 
 def unrelated(message: dict) -> dict:
     """A server's result or request params without its related-task key, which names the task by
-    the server's own id: troupe's clients know it by troupe's (the same object when it has none)."""
+    the server's own id (troupe's clients know it by troupe's), nor its serverInfo stamp (troupe is
+    the server its clients talk to, as every plain result says); the same object when it has neither."""
     meta = message.get("_meta")
-    if not isinstance(meta, dict) or RELATED_TASK not in meta:
+    if not isinstance(meta, dict) or not any(key in meta for key in SERVERS_META):
         return message
-    rest = {k: v for k, v in meta.items() if k != RELATED_TASK}
+    rest = {k: v for k, v in meta.items() if k not in SERVERS_META}
     out = {k: v for k, v in message.items() if k != "_meta"}
     if rest:
         out["_meta"] = rest

@@ -53,6 +53,15 @@ def test_mcp_name_mirrors_the_name_or_uri(method, key, value):
         check(_ok(method), _msg(method, **{key: value}))
 
 
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_a_task_request_may_leave_mcp_name_out_but_never_contradict_it(method):
+    """The SDK's client (fastmcp-tasks' too) sends no Mcp-Name for tasks/*; FastMCP's server takes that."""
+    check(_ok(method), _msg(method, taskId="troupe1.abc"))
+    check(_ok(method, **{"Mcp-Name": "troupe1.abc"}), _msg(method, taskId="troupe1.abc"))
+    with pytest.raises(HeaderMismatch, match="Mcp-Name"):
+        check(_ok(method, **{"Mcp-Name": "troupe1.abd"}), _msg(method, taskId="troupe1.abc"))
+
+
 def test_non_ascii_values_travel_base64_wrapped():
     assert decode_value("=?base64?WsO8cmljaA==?=") == "Zürich"
     assert decode_value("plain") == "plain"
