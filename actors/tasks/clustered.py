@@ -26,7 +26,7 @@ from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
 from actors.tasks import shared_store as snaps
 from actors.tasks import wire
-from actors.tasks.messages import TaskOp, TasksJoined
+from actors.tasks.messages import TaskOp, TasksJoined, deliver
 from actors.tasks.records import Record
 from actors.tasks.shared_store import RedisTasks
 from actors.tells import tell
@@ -85,7 +85,7 @@ class SharedTasks:
 
     def stop(self) -> None:
         for on_reply, reply in self._waiting.values():  # owed their task ids: the others answer them as lost
-            _reply(on_reply, reply)
+            deliver(on_reply, reply)
         self._waiting.clear()
         gevent.killall(self._greenlets, block=False)
 
@@ -109,7 +109,7 @@ class SharedTasks:
     def _answer(self, task: str) -> None:
         waiting = self._waiting.pop(task, None)
         if waiting is not None:
-            _reply(*waiting)
+            deliver(*waiting)
 
     # ---------------------------------------------------------------- writes
 
@@ -181,14 +181,14 @@ def remote_op(store: RedisTasks, op: TaskOp, keep_s: float, live_s: float) -> No
                 gevent.sleep(RESULT_POLL_S)
                 snap = _current(store, op, keep_s, live_s) or snap
     except LinkDown as exc:
-        _reply(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, "this task is run by another troupe "
+        deliver(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, "this task is run by another troupe "
                                           f"instance and Redis, where it is kept, is down ({exc})", server="troupe"))
         return
     if snap is None:
-        _reply(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, "unknown task: no task of this client has "
+        deliver(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, "unknown task: no task of this client has "
                                           "that taskId (it may have expired)", server="troupe"))
         return
-    _reply(op.on_reply, answer(op, snap))
+    deliver(op.on_reply, answer(op, snap))
 
 
 def _current(store: RedisTasks, op: TaskOp, keep_s: float, live_s: float) -> dict | None:
@@ -230,9 +230,3 @@ def answer(op: TaskOp, snap: dict) -> Any:
                              {"instance": snap["instance"]}, server="troupe")
     return UpstreamError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {op.method}")
 
-
-def _reply(on_reply, outcome) -> None:
-    try:
-        on_reply(outcome)
-    except Exception:  # a caller's callback must not take the keeper's greenlets down
-        logger.exception("task keeper: a reply could not be delivered")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from loguru import logger
+
 from actors.tasks.ids import TaskRef
 
 
@@ -89,3 +91,49 @@ class TasksJoined:
     cluster: from then on its minted tasks are written to Redis under that name."""
 
     instance: str
+
+
+# ------------------------------------------------------------ the TaskKeeper's own
+
+
+class UpstreamAnswered:
+    """Told by a reply callback to the TaskKeeper: the server answered a task's tools/call (or, with
+    `follow`, the tasks/result troupe keeps open for a 2025-11-25 server's task)."""
+
+    __slots__ = ("local", "outcome", "follow")
+
+    def __init__(self, local: str, outcome: Any, follow: bool = False) -> None:
+        self.local, self.outcome, self.follow = local, outcome, follow
+
+
+class MintDue:
+    """Told by the TaskKeeper's timer: mint_after passed for a call that may still have no answer."""
+
+    __slots__ = ("local",)
+
+    def __init__(self, local: str) -> None:
+        self.local = local
+
+
+class QuestionAnswered:
+    """Told by a Session's reply callback: a legacy client waiting on tasks/result answered the task's
+    question `key`."""
+
+    __slots__ = ("local", "key", "outcome")
+
+    def __init__(self, local: str, key: str, outcome: Any) -> None:
+        self.local, self.key, self.outcome = local, key, outcome
+
+
+class Tick:
+    """The TaskKeeper's own clock: sweep expired tasks, poll the watched ones of modern servers."""
+
+
+def deliver(on_reply: Callable[[Any], None] | None, outcome: Any) -> None:
+    """Answer a caller through its reply callback; a failing callback must not take the keeper down."""
+    if on_reply is None:
+        return
+    try:
+        on_reply(outcome)
+    except Exception:
+        logger.exception("task keeper: a reply could not be delivered")

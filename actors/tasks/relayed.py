@@ -6,7 +6,7 @@ A modern (SEP-2663) server is asked when a client asks (and, for a task a listen
 or a legacy client waits on with tasks/result, every poll interval). A legacy (2025-11-25) server
 is followed instead: troupe keeps its tasks/result open from the task's creation, so the server's
 questions (sent while that request is open) and its result reach the keeper as they happen and
-clients of either era are served from the record (keeper.minted_op). Used only from the
+clients of either era are served from the record (held.py). Used only from the
 TaskKeeper's greenlet.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ from loguru import logger
 from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc
 from actors.tasks import wire
+from actors.tasks.messages import UpstreamAnswered, deliver
 from actors.tasks.records import Record
 from actors.tells import tell
 
@@ -77,7 +78,7 @@ class Relaying:
                 logger.warning("server {} answered tools/call with a malformed task: {}", record.server, task)
                 outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"server {record.server} answered with a "
                                         f"malformed task: {task}", server=record.server)
-            _reply(waiter, outcome)
+            deliver(waiter, outcome)
             return
         record.upstream_id, record.created_iso = task["taskId"], task["createdAt"]
         record.seen(task)
@@ -85,17 +86,16 @@ class Relaying:
                                                       record.form))
         if record.terminal:
             keeper.records.finished(record)
-        _reply(waiter, wire.created(record.view(keeper.config.ttl), record.legacy_client))
+        deliver(waiter, wire.created(record.view(keeper.config.ttl), record.legacy_client))
         if record.form == wire.LEGACY and not record.terminal:
             self._follow(record)
 
     def _follow(self, record: Record) -> None:
         """Keep a legacy server's tasks/result open: its questions and its end come to the keeper."""
-        from actors.tasks.keeper import _Upstream
         me, local = self.keeper.actor_ref, record.local
 
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
-            tell(me, _Upstream(local, outcome, follow=True))
+            tell(me, UpstreamAnswered(local, outcome, follow=True))
         record.following = True
         if not tell(record.target, Forward("tasks/result", {"taskId": record.upstream_id}, on_reply,
                                            timeout=self.keeper.config.max_duration, origin=me, origin_request=local,
@@ -124,24 +124,24 @@ class Relaying:
         assert op.ref is not None
         keeper, ref = self.keeper, op.ref
         if record is not None and record.form == wire.LEGACY and op.method != "tasks/cancel":
-            keeper.minted_op(op, record)  # followed: the record has its questions and its end
+            keeper.held.op(op, record)  # followed: the record has its questions and its end
             return
         if op.target is None:
-            _reply(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {ref.server} is not running: "
+            deliver(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {ref.server} is not running: "
                                               "its task cannot be reached now", server=ref.server))
             return
         if op.method == "tasks/result":
             if record is None:
                 record = self._adopt(op)
             if record.terminal:
-                keeper.result_waiter_done(op.on_reply, record)
+                keeper.held.result_done(op.on_reply, record)
                 return
             record.result_waiters.append((op.on_reply, op.origin, op.origin_request))
             record.polled = 0.0  # looked at on the next tick
             return
         if op.method == "tasks/update":
             if ref.form == wire.LEGACY:
-                _reply(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, "this task's questions are not "
+                deliver(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, "this task's questions are not "
                                                   "held here: answer them on its tasks/result", server="troupe"))
                 return
             params = {"taskId": ref.upstream_id, "inputResponses": op.params.get("inputResponses")}
@@ -207,16 +207,16 @@ class Relaying:
             return
         if pending.kind == "cancel":
             if isinstance(outcome, UpstreamError):
-                _reply(op.on_reply, outcome)
+                deliver(op.on_reply, outcome)
                 return
             view = record.view(keeper.config.ttl) if record is not None else {
                 "taskId": pending.task_id, "status": "cancelled", "createdAt": wire.now_iso(),
                 "lastUpdatedAt": wire.now_iso(), "ttlMs": None}
-            _reply(op.on_reply, wire.to_legacy({**view, "status": "cancelled"}) if op.legacy_client else {})
+            deliver(op.on_reply, wire.to_legacy({**view, "status": "cancelled"}) if op.legacy_client else {})
             return
         if pending.kind == "update" and isinstance(outcome, dict):
             outcome = {}
-        _reply(op.on_reply, outcome)
+        deliver(op.on_reply, outcome)
 
     def _seen(self, record: Record, task: dict) -> None:
         """A modern server reported its task: kept, and a change told to whoever follows it."""
@@ -229,7 +229,7 @@ class Relaying:
                     record.questions[key] = request
                     record.round_keys[key] = key  # asked: a later poll showing it again asks nobody twice
                     for waiter in record.result_waiters:
-                        self.keeper.ask_waiter(record, key, waiter)
+                        self.keeper.questions.ask_waiter(record, key, waiter)
         if record.terminal and not was_terminal:
             record.status = "working"  # keeper.end makes the change, with its result and waiters
             self.keeper.end(record, task["status"], result=task.get("result"), error=task.get("error"),
@@ -266,14 +266,6 @@ class Relaying:
     def stop(self, why: str) -> None:
         for pending in self._pending.values():
             if pending.op is not None:
-                _reply(pending.op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server="troupe"))
+                deliver(pending.op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server="troupe"))
         self._pending.clear()
 
-
-def _reply(on_reply, outcome) -> None:
-    if on_reply is None:
-        return
-    try:
-        on_reply(outcome)
-    except Exception:  # a caller's callback must not take the keeper down
-        logger.exception("task keeper: a reply could not be delivered")

@@ -189,6 +189,13 @@ def unrelated(message: dict) -> dict:
     return out
 
 
+def with_related(result: dict, task_id: str) -> dict:
+    """A task's result as tasks/result returns it (2025-11-25): tied to its task by troupe's id."""
+    out = dict(result)
+    out["_meta"] = {**(result.get("_meta") or {}), **related(task_id)}
+    return out
+
+
 def related(task_id: str) -> dict:
     """The `_meta` entry tying a 2025-11-25 message to its task."""
     return {RELATED_TASK: {"taskId": task_id}}
