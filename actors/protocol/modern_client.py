@@ -71,24 +71,21 @@ def envelope(params: Any, capabilities: Mapping | None = None, log_level: str | 
 
 def relayable(capabilities: Any) -> dict:
     """The part of a calling client's capabilities troupe may relay upstream: sampling and the
-    like, and the extensions troupe carries (MCP Apps), each with the settings the client gave."""
-    if not isinstance(capabilities, Mapping):
-        return {}
-    out = {k: v for k, v in capabilities.items() if k in mcp.RELAY_CAPABILITIES}
-    extensions = capabilities.get("extensions")
-    if isinstance(extensions, Mapping):
-        carried = {k: v for k, v in extensions.items() if k in mcp.RELAYED_EXTENSIONS and isinstance(v, Mapping)}
-        if carried:
-            out["extensions"] = carried
-    return out
+    like, and the extensions troupe carries (MCP Apps, tasks), each with the settings the client gave."""
+    return _carried(capabilities, mcp.RELAY_CAPABILITIES)
 
 
 def forwarded_capabilities(capabilities: Any) -> dict:
     """A modern server's capabilities less what troupe does not implement: of its extensions, the
     ones troupe carries (MCP Apps, tasks: what the catalogue and the TaskKeeper read), no others."""
+    return _carried(capabilities, FORWARDED_CAPABILITIES)
+
+
+def _carried(capabilities: Any, kept: tuple) -> dict:
+    """The `kept` capabilities and, of the extensions, those troupe carries (each an object)."""
     if not isinstance(capabilities, Mapping):
         return {}
-    out = {k: v for k, v in capabilities.items() if k in FORWARDED_CAPABILITIES}
+    out = {k: v for k, v in capabilities.items() if k in kept}
     extensions = capabilities.get("extensions")
     if isinstance(extensions, Mapping):
         carried = {k: v for k, v in extensions.items() if k in mcp.RELAYED_EXTENSIONS and isinstance(v, Mapping)}
