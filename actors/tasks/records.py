@@ -27,7 +27,7 @@ class Record:
                  "status_message", "created", "created_iso", "updated_iso", "finished", "ttl_ms", "poll_ms",
                  "result", "error", "questions", "round", "round_keys", "round_answers", "next_key", "params", "target",
                  "waiter", "origin", "legacy_client", "client_capabilities", "result_waiters", "size",
-                 "upstream_id", "following", "polled")
+                 "upstream_id", "following", "polled", "mint_timer")
 
     def __init__(self, local: str, server: str, form: str, owner: str, cap_key: str, minted: bool) -> None:
         self.local, self.server, self.form, self.owner, self.cap_key = local, server, form, owner, cap_key
@@ -59,6 +59,7 @@ class Record:
         self.result_waiters: list = []  # tasks/result calls waiting for the end: (on_reply, origin, token)
         self.size = 0  # bytes of its kept result or error
         self.following = False  # a legacy server's tasks/result is open for its questions
+        self.mint_timer: Any = None  # the Deadline that mints it after mint_after, until the call answers
 
     @property
     def terminal(self) -> bool:

@@ -11,13 +11,14 @@ Used only from the TaskKeeper's greenlet.
 """
 from __future__ import annotations
 
-import uuid
+import itertools
+import secrets
 from typing import TYPE_CHECKING, Any
 
-import gevent
 import orjson
 from loguru import logger
 
+from actors.deadline import Deadline
 from actors.messages import CancelForward, Forward, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.tasks import wire
@@ -27,6 +28,11 @@ from actors.tells import tell
 
 if TYPE_CHECKING:
     from actors.tasks.keeper import TaskKeeper
+
+# A task's local key: this run's random prefix and a count (unique in a cluster's Redis too, and
+# cheaper than a uuid on every task-capable call).
+_RUN = secrets.token_hex(6) + "-"
+_locals = itertools.count(1)
 
 
 class TaskCalls:
@@ -39,7 +45,8 @@ class TaskCalls:
         """A task-capable client's call: a record for it, the call sent on, a task minted at once
         or after mint_after (a server with tasks of its own gets none minted)."""
         keeper = self.keeper
-        record = Record(uuid.uuid4().hex, call.server, call.form, call.owner, call.cap_key, minted=not call.form)
+        record = Record(f"{_RUN}{next(_locals)}", call.server, call.form, call.owner, call.cap_key,
+                        minted=not call.form)
         record.target, record.waiter, record.origin = call.target, call.on_reply, (call.origin, call.origin_request)
         record.legacy_client, record.client_capabilities = call.legacy_client, call.client_capabilities
         record.params = call.params
@@ -56,9 +63,8 @@ class TaskCalls:
         if mint_after is None or mint_after <= 0:
             if record.waiter is not None:  # not failed at once
                 self.mint(record)
-        else:
-            me, local = keeper.actor_ref, record.local
-            gevent.spawn_later(mint_after, lambda: tell(me, MintDue(local)))
+        else:  # a bare hub timer, killed when the answer comes first (nearly always)
+            record.mint_timer = Deadline(mint_after, tell, keeper.actor_ref, MintDue(record.local))
 
     def _send(self, record: Record, params: dict, timeout: float | None, call: TaskCall) -> None:
         me, local = self.keeper.actor_ref, record.local
@@ -102,6 +108,9 @@ class TaskCalls:
         if not record.minted:
             keeper.relaying.created(record, msg.outcome)
             return
+        if record.mint_timer is not None:
+            record.mint_timer.kill()
+            record.mint_timer = None
         if not record.issued:
             # Answered within mint_after: no task at all. A modern server's input round too goes
             # back as it came (SEP-2663: input gathered by MRTR before a task exists stays MRTR);
@@ -178,6 +187,8 @@ class TaskCalls:
         """The client's call went (cancelled, its deadline, its Session) before it became a task:
         cancelled upstream, and forgotten."""
         record.waiter = None
+        if record.mint_timer is not None:
+            record.mint_timer.kill()
         if record.target is not None:
             tell(record.target, CancelForward(self.keeper.actor_ref, record.local, reason))
         self.keeper.records.forget(record)
