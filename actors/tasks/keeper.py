@@ -250,6 +250,9 @@ class TaskKeeper(pykka.ThreadingActor):
         if now - self._last_sweep >= SWEEP_S:
             self._last_sweep = now
             for record in self.records.expired(time.time()):
+                # a tasks/result still waiting on a task past its time is answered now, not at its deadline
+                self._end_waiters(record, UpstreamError(jsonrpc.INVALID_PARAMS, "unknown task: it expired",
+                                                        server="troupe"))
                 self.records.forget(record)
         self.relaying.poll()
 

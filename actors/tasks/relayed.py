@@ -148,7 +148,8 @@ class Relaying:
         else:
             params = {"taskId": ref.upstream_id}
         kind = op.method.split("/", 1)[1]
-        if record is not None and op.method == "tasks/cancel" and record.form == wire.LEGACY:
+        if record is not None and op.method == "tasks/cancel" and record.form == wire.LEGACY and not record.terminal:
+            # (ended once only: a finished task's end, result and count stay as they are)
             self.keeper.end(record, "cancelled", message="cancelled by its client")
         self._send(kind, op, record, ref.task_id, ref.form, op.target, op.method, params)
 
