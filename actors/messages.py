@@ -73,6 +73,13 @@ class Forward:
     # The Session judged it safe to send twice (resources/read, prompts/get, completion/complete, a
     # tools/call marked idempotent): a cluster's failover front re-sends it once to a new owner.
     idempotent: bool = False
+    # Who is behind the call when a server asks something during it (see RequestTable.asker):
+    # None, the origin's client; the TaskKeeper names each task's call apart (its origin is the
+    # keeper for every client's task), or NOT_A_CALLER for a request it makes of its own (a poll).
+    caller: Any = None
+
+
+NOT_A_CALLER = False  # Forward.caller of a request on a task's behalf that no client's question may ride
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +200,9 @@ class ServerRequestCancelled:
 
     server: str
     upstream_id: Any
+    # The withdrawn ServerRequest's on_reply: tells it apart from another connection's request with
+    # the same id (the TaskKeeper hears from every client's own upstream of one server).
+    on_reply: Any = None
 
 
 @dataclass(frozen=True, slots=True)

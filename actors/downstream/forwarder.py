@@ -286,6 +286,8 @@ class Forwarder:
         refs = set()
         for call in self.table.close(reason):
             if call.phase == FORWARDED and call.ref is not None:
+                if call.ref is self._ctx.tasks:  # each by its token: a task whose handle never reached
+                    tell(call.ref, CancelForward(self._me, call.token, reason))  # the client is cancelled
                 refs.add(call.ref)
         for ref in refs:
             tell(ref, CancelForward(self._me, None, reason))

@@ -77,6 +77,18 @@ def tool_outcome(rid, outcome) -> dict:
     return jsonrpc.result(rid, outcome)
 
 
+def plain_tool_outcome(rid, outcome) -> dict:
+    """tool_outcome for a call that asked for no task: a server's task handle in its place (one it
+    was never offered: troupe declares the tasks extension upstream only for a task call) would
+    hand the client a server's own id it cannot follow, so it becomes an error result saying so."""
+    if isinstance(outcome, dict) and (outcome.get("resultType") == "task" or
+                                      ("task" in outcome and "content" not in outcome)):
+        return jsonrpc.result(rid, metatools.text_result(
+            "the server answered with a task although this call asked for none (its client did not declare "
+            "the tasks extension, or the task augmentation)", is_error=True))
+    return tool_outcome(rid, outcome)
+
+
 def failure_text(err: UpstreamError) -> str:
     if err.code in (jsonrpc.SERVER_UNAVAILABLE, jsonrpc.REQUEST_TIMEOUT):
         return err.message

@@ -11,8 +11,8 @@ from actors.catalogue import apps
 from actors.catalogue.snapshot import Catalogue
 from actors.downstream import coretools, metatools
 from actors.downstream.calls import CallDone
-from actors.downstream.replies import (paged, passthrough, prompt_as_tool, resource_as_tool, restore_uris,
-                                      tool_outcome)
+from actors.downstream.replies import (paged, passthrough, plain_tool_outcome, prompt_as_tool, resource_as_tool,
+                                      restore_uris)
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc, modern, validation
 from actors.tells import tell
@@ -152,7 +152,8 @@ class ToolRequests:
         plan = self._cache.tool_plan(entry.server, entry.original, entry.definition, args)  # None: not cached
         if plan is None and self._tasks.call(rid, entry, upstream, params, sink):
             return  # a task-capable client's call: the TaskKeeper answers it (a task, or the result)
-        self._cache.forward(plan, rid, entry.server, "tools/call", upstream, sink, tool_outcome, token, retry=retry)
+        self._cache.forward(plan, rid, entry.server, "tools/call", upstream, sink, plain_tool_outcome, token,
+                            retry=retry)
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
         if name != "list_core_tools" and name != "call_tool" and self._fw.starting_up():

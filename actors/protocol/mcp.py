@@ -27,6 +27,7 @@ UI_MIME_TYPE = "text/html;profile=mcp-app"
 # Tasks (SEP-2663): relayed only on the calls troupe sends through its TaskKeeper, which seals the
 # server's task ids (actors/tasks); every other call goes without it (Forwarder.relayed_capabilities).
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"  # 2025-11-25: the `_meta` key tying a message to its task
 # Client extensions troupe relays upstream as the client declared them (what it carries for them).
 RELAYED_EXTENSIONS = (UI_EXTENSION, TASKS_EXTENSION)
 # Server extensions troupe itself carries for its clients, whatever its upstreams declare.

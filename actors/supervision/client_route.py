@@ -33,6 +33,9 @@ class ForClient:
     server: str
     client: str  # the client Session's actor_urn
     message: Any
+    # The client's Session: the upstream's owner, asked what the server asks and watched for its
+    # end, whoever sends the first Forward (the TaskKeeper sends a task's call on its behalf).
+    owner: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +70,11 @@ class ClientRoute:
     supervisor: Any
     server: str
     client: str
+    owner: Any = None  # the client's Session (ForClient.owner)
 
     def tell(self, message) -> None:
         try:
-            self.supervisor.tell(ForClient(self.server, self.client, message))
+            self.supervisor.tell(ForClient(self.server, self.client, message, self.owner))
         except pykka.ActorDeadError:
             raise  # as a stopped ref's would: the caller's guarded tell (actors/tells.py) takes it
 
@@ -99,7 +103,7 @@ def resolve(directory: Directory, supervisor, server: str, client=None,
         urn = client.actor_urn
         mine = directory.clients.get((server, urn))
         if mine is None or mine.state == ServerState.STARTING:
-            return ClientRoute(supervisor, server, urn), ""
+            return ClientRoute(supervisor, server, urn, client), ""
         if mine.callable:
             return mine.ref, ""
         return None, why(mine, f"server {server} (this client's own upstream)")

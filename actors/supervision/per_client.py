@@ -111,7 +111,7 @@ class ClientUpstreams:
             _answer(fwd, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {msg.server} {reason}", server=msg.server))
             return
         if entry is None:
-            entry = self._open(template, fwd, msg.client)
+            entry = self._open(template, fwd, msg.client, msg.owner)
         child = entry.child
         if child.callable and _tell(child.ref, fwd):
             return
@@ -125,9 +125,9 @@ class ClientUpstreams:
         _answer(fwd, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why(child.view(), f"server {msg.server} "
                                    "(this client's own upstream)"), server=msg.server))
 
-    def _open(self, template: Child, fwd: Forward, urn: str) -> ClientUpstream:
+    def _open(self, template: Child, fwd: Forward, urn: str, owner=None) -> ClientUpstream:
         child = Child(template.spec, template.policy)
-        entry = ClientUpstream(child, fwd.origin, urn, fwd.client, next(self._serials))
+        entry = ClientUpstream(child, owner if owner is not None else fwd.origin, urn, fwd.client, next(self._serials))
         self._entries[(template.config.name, urn)] = entry
         self._spawn(entry)
         if self._sweep is None:

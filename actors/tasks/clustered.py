@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import gevent
+import gevent.pool
 import gevent.queue
 from loguru import logger
 
@@ -34,6 +35,8 @@ from actors.tells import tell
 CREATE_WAIT_S = 1.0  # a new task's id waits this long at most for Redis (the Session's margin is 2 s)
 OUTBOX_SIZE = 10_000  # writes waiting for a slow Redis; past this they are dropped, counted
 BATCH = 100  # writes per pipeline
+RETRY_S = 1.0  # a write Redis refused is tried again this often
+REMOTE_OPS = 256  # requests for other instances' tasks answered at once (each a greenlet waiting on Redis)
 RESULT_POLL_S = 1.0  # a 2025-11-25 tasks/result for another instance's task looks again this often
 
 
@@ -77,6 +80,8 @@ class SharedTasks:
         self._waiting: dict[str, tuple[Any, dict]] = {}  # task (record id) → (on_reply, CreateTaskResult)
         self._outbox: gevent.queue.Queue = gevent.queue.Queue(OUTBOX_SIZE)
         self._greenlets: list[gevent.Greenlet] = []
+        self._remote = gevent.pool.Pool(REMOTE_OPS)
+        self._unwritten: dict[str, _Write] = {}  # task → its newest write Redis refused (writer greenlet's own)
         self.written = self.dropped = self.failed = 0
 
     def start(self, me) -> None:
@@ -88,6 +93,7 @@ class SharedTasks:
             deliver(on_reply, reply)
         self._waiting.clear()
         gevent.killall(self._greenlets, block=False)
+        self._remote.kill(block=False)
 
     def dispatch(self, message) -> bool:
         """Handle one of this side's messages; False for any other."""
@@ -145,15 +151,29 @@ class SharedTasks:
         return True
 
     def _write_loop(self) -> None:
+        """Drain the outbox in order. A write Redis did not take is kept (the newest per task) and
+        tried again every RETRY_S until it is: a task's last change (its end) has no later one to
+        write it again, and must not stay `working` in Redis."""
         while True:
-            batch = [self._outbox.get()]
+            batch = []
+            if self._unwritten:
+                try:
+                    batch.append(self._outbox.get(timeout=RETRY_S))
+                except gevent.queue.Empty:
+                    pass
+                if not self.store.link.failed or not batch:
+                    batch[:0], self._unwritten = list(self._unwritten.values()), {}  # older first: newer win
+            else:
+                batch.append(self._outbox.get())
             while len(batch) < BATCH and not self._outbox.empty():
                 batch.append(self._outbox.get_nowait())
             try:
                 self.store.put_many([(w.task, w.status, w.doc, w.ttl_ms) for w in batch])
                 self.written += len(batch)
             except LinkDown:
-                self.failed += len(batch)  # the link logged why; a later change writes the task again
+                self.failed += len(batch)  # the link logged why; tried again in RETRY_S
+                for w in batch:
+                    self._unwritten[w.task] = w
             done = tuple(w.task for w in batch if w.notify)
             if done:
                 tell(self._me, _Stored(done))
@@ -161,12 +181,18 @@ class SharedTasks:
     # ---------------------------------------------------------------- another instance's task
 
     def op(self, op: TaskOp) -> None:
-        """tasks/get, update, cancel or result of a minted task this keeper does not hold."""
-        gevent.spawn(remote_op, self.store, op, self.keep_s, self.live_s)
+        """tasks/get, update, cancel or result of a minted task this keeper does not hold: each in
+        a greenlet of the bounded pool (a tasks/result there may wait for the task's end)."""
+        if self._remote.full():
+            deliver(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"troupe already waits on {REMOTE_OPS} "
+                                              "requests for tasks other instances run; try again shortly",
+                                              server="troupe"))
+            return
+        self._remote.spawn(remote_op, self.store, op, self.keep_s, self.live_s)
 
     def stats(self) -> dict:
         return {"instance": self.instance, "written": self.written, "write_failures": self.failed,
-                "dropped": self.dropped, "outbox": self._outbox.qsize()}
+                "dropped": self.dropped, "outbox": self._outbox.qsize(), "unwritten": len(self._unwritten)}
 
 
 def remote_op(store: RedisTasks, op: TaskOp, keep_s: float, live_s: float) -> None:
@@ -224,7 +250,10 @@ def answer(op: TaskOp, snap: dict) -> Any:
                              error.get("data"), server=snap["server"])
     if op.method in ("tasks/cancel", "tasks/update"):
         if snaps.terminal(snap):  # as for a local task: nothing left to cancel or answer
-            return wire.to_legacy(task) if legacy and op.method == "tasks/cancel" else {}
+            if legacy and op.method == "tasks/cancel":  # (2025-11-25 refuses a finished task's cancel)
+                return UpstreamError(jsonrpc.INVALID_PARAMS, f"the task is already {task['status']}: there is "
+                                     "nothing to cancel", server="troupe")
+            return {}
         return UpstreamError(jsonrpc.INVALID_PARAMS, f"this task is run by troupe instance {snap['instance']}; "
                              f"{op.method} must be sent to that instance (troupe does not forward it)",
                              {"instance": snap["instance"]}, server="troupe")

@@ -41,6 +41,10 @@ class HeldTasks:
                 keeper.questions.answer(record, key, response)
             deliver(op.on_reply, {})
         elif op.method == "tasks/cancel":
+            if record.terminal and legacy:  # 2025-11-25: a finished task's cancel is refused (SEP-2663: acked)
+                deliver(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, f"the task is already {record.status}: "
+                                                  "there is nothing to cancel", server="troupe"))
+                return
             if not record.terminal:
                 keeper.calls.cancel(record)
             deliver(op.on_reply, wire.to_legacy(record.view(keeper.config.ttl)) if legacy else {})
@@ -59,10 +63,13 @@ class HeldTasks:
         """tasks/result of a finished task: what the call itself would have answered."""
         deliver(on_reply, result_of(record))
 
-    def listing(self, op: TaskOp) -> dict:
+    def listing(self, op: TaskOp) -> dict | UpstreamError:
         """2025-11-25 tasks/list: this owner's tasks only (a server's own list would show everyone's)."""
         cursor = op.params.get("cursor")
-        start = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
+        if cursor is not None and not (isinstance(cursor, str) and cursor.isdigit() and len(cursor) <= 9):
+            return UpstreamError(jsonrpc.INVALID_PARAMS, "tasks/list: cursor is not one troupe gave out",
+                                 server="troupe")
+        start = int(cursor) if cursor is not None else 0
         owned = [r for r in self.keeper.records.owned(op.owner) if op.owner]
         page = [wire.to_legacy(r.view(self.keeper.config.ttl)) for r in owned[start:start + LIST_PAGE]]
         out: dict = {"tasks": page}

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import gevent
+import orjson
 import pykka
 from loguru import logger
 
@@ -47,6 +48,7 @@ from actors.tasks.messages import (
 from actors.tasks.questions import Questions
 from actors.tasks.records import Record, Records
 from actors.tasks.relayed import Relaying
+from actors.tasks.session_side import SESSION_OWNER
 from actors.tasks.task_calls import TaskCalls
 from actors.tells import tell, unread_tells
 
@@ -78,6 +80,7 @@ class TaskKeeper(pykka.ThreadingActor):
         self.held = HeldTasks(self)
         self.relaying = Relaying(self)
         self._watchers: dict[str, tuple[Any, set]] = {}  # session urn → (ref, task ids)
+        self._watching: dict[str, set[str]] = {}  # task id → urns of the sessions watching it
         self._clock: gevent.Greenlet | None = None
         self._last_sweep = time.monotonic()
 
@@ -107,6 +110,11 @@ class TaskKeeper(pykka.ThreadingActor):
             waiter, record.waiter = record.waiter, None
             deliver(waiter, stopping)
             self._end_waiters(record, stopping)
+            for question in record.questions.values():  # the servers' open questions get their answer too
+                if isinstance(question, ServerRequest):
+                    question.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST,
+                                                    f"troupe refuses {question.method}: {why}"))
+            record.questions.clear()
         self.relaying.stop(why)
         if self.shared is not None:
             self.shared.stop()
@@ -136,17 +144,16 @@ class TaskKeeper(pykka.ThreadingActor):
                 self.calls.due(local)
             case ServerRequest():
                 self.questions.asked(message)
-            case ServerRequestCancelled(server=server, upstream_id=uid):
-                self.questions.withdrawn(server, uid)
+            case ServerRequestCancelled():
+                self.questions.withdrawn(message)
             case QuestionAnswered():
                 self.questions.answered(message)
             case CancelForward():
                 self._withdrawn(message)
             case WatchTasks(session=session, task_ids=task_ids):
-                _ref, ids = self._watchers.setdefault(session.actor_urn, (session, set()))
-                ids.update(task_ids)
+                self._watch(session, task_ids)
             case UnwatchTasks(session=session):
-                self._watchers.pop(session.actor_urn, None)
+                self._unwatch(session.actor_urn)
             case GetTaskStats(future=future):
                 future.set(self.stats())
             case Tick():
@@ -195,21 +202,50 @@ class TaskKeeper(pykka.ThreadingActor):
         task already handed out lives on."""
         origin, token = cancel.origin, cancel.origin_request
         for record in self.records.all():
-            if record.waiter is not None and record.origin[0] == origin and token in (None, record.origin[1]):
-                self.calls.withdrawn(record, cancel.reason)
+            if record.origin is not None and record.origin[0] == origin and token in (None, record.origin[1]):
+                if record.waiter is not None:
+                    self.calls.withdrawn(record, cancel.reason)
+                elif token is not None and record.issued:
+                    # The Session withdraws only a call it holds unanswered: the task's handle, on
+                    # its way, is dropped there, and no client can ever reach this task.
+                    self._orphaned(record, "its client's call ended before the task's id reached it")
+                elif record.owner.startswith(SESSION_OWNER):
+                    # an anonymous legacy session's task: only that session could reach it
+                    self._orphaned(record, "the session that created it ended")
             record.result_waiters = [w for w in record.result_waiters
                                      if not (w[1] == origin and token in (None, w[2]))]
         self.relaying.withdrawn(origin, token)
         if token is None and origin is not None:
-            self._watchers.pop(str(getattr(origin, "actor_urn", "")), None)
+            self._unwatch(str(getattr(origin, "actor_urn", "")))
+
+    def _orphaned(self, record: Record, why: str) -> None:
+        """A task nobody can reach any more: cancelled (upstream too) and forgotten now."""
+        if not record.terminal:
+            if record.minted:
+                self.calls.cancel(record, why)
+            else:
+                self.relaying.cancel_upstream(record)
+                self.end(record, "cancelled", message=why)
+        self._forget(record)
 
     # ---------------------------------------------------------------- a task's end, and who hears of it
 
     def end(self, record: Record, status: str, *, result: dict | None = None, error: dict | None = None,
             message: str | None = None) -> None:
         """`record` reaches terminal `status`: kept for the TTL, its waiters answered, its
-        questions withdrawn, its watchers told."""
-        record.result, record.error = (wire.unrelated(result) if result is not None else None), error
+        questions withdrawn, its watchers told. What it keeps is bounded and clean whoever ran the
+        task: a result past max_result_bytes makes it failed, an error is an error object."""
+        if result is not None:
+            result = wire.unrelated(result)
+            size, limit = len(orjson.dumps(result)), self.config.max_result_bytes
+            if size > limit:
+                status, result, error = "failed", None, {"code": jsonrpc.INTERNAL_ERROR, "message": (
+                    f"the result of this task is {size} bytes, more than troupe keeps for a task "
+                    f"(serve.tasks.max_result_bytes: {limit})")}
+        if error is not None:
+            error = wire.error_of(error) if isinstance(error, dict) else {
+                "code": jsonrpc.INTERNAL_ERROR, "message": "the task failed"}
+        record.result, record.error = result, error
         for question in record.questions.values():
             if isinstance(question, ServerRequest):
                 question.on_reply(UpstreamError(jsonrpc.INVALID_REQUEST, f"the task is {status}"))
@@ -231,17 +267,44 @@ class TaskKeeper(pykka.ThreadingActor):
         if self.shared is not None:
             self.shared.changed(record)
         view = None
-        for ref, ids in list(self._watchers.values()):
-            if record.task_id in ids:
-                view = view or record.view(self.config.ttl)
-                if not tell(ref, TaskChanged(record.task_id, view)):
-                    self._watchers.pop(ref.actor_urn, None)
+        for urn in list(self._watching.get(record.task_id, ())):
+            view = view or record.view(self.config.ttl)
+            if not tell(self._watchers[urn][0], TaskChanged(record.task_id, view)):
+                self._unwatch(urn)
         origin = record.origin[0] if record.origin else None
         if record.legacy_client and origin is not None:
             tell(origin, TaskChanged(record.task_id, view or record.view(self.config.ttl)))
 
     def watched(self, record: Record) -> bool:
-        return any(record.task_id in ids for _ref, ids in self._watchers.values())
+        return record.task_id in self._watching
+
+    def _watch(self, session, task_ids) -> None:
+        urn = session.actor_urn
+        _ref, ids = self._watchers.setdefault(urn, (session, set()))
+        for task_id in task_ids:
+            if task_id not in ids:
+                ids.add(task_id)
+                self._watching.setdefault(task_id, set()).add(urn)
+
+    def _unwatch(self, urn: str) -> None:
+        _ref, ids = self._watchers.pop(urn, (None, ()))
+        for task_id in ids:
+            self._unwatch_task(task_id, urn)
+
+    def _unwatch_task(self, task_id: str, urn: str) -> None:
+        urns = self._watching.get(task_id)
+        if urns is not None:
+            urns.discard(urn)
+            if not urns:
+                del self._watching[task_id]
+
+    def _forget(self, record: Record) -> None:
+        """A task past its time: no record, no watchers (their listens hear nothing more of it)."""
+        self.records.forget(record)
+        for urn in self._watching.pop(record.task_id, ()):
+            watcher = self._watchers.get(urn)
+            if watcher is not None:
+                watcher[1].discard(record.task_id)
 
     # ---------------------------------------------------------------- the clock
 
@@ -253,7 +316,8 @@ class TaskKeeper(pykka.ThreadingActor):
                 # a tasks/result still waiting on a task past its time is answered now, not at its deadline
                 self._end_waiters(record, UpstreamError(jsonrpc.INVALID_PARAMS, "unknown task: it expired",
                                                         server="troupe"))
-                self.records.forget(record)
+                self._forget(record)
+            self.calls.overdue(now)
         self.relaying.poll()
 
     def stats(self) -> dict:

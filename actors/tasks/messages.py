@@ -52,6 +52,7 @@ class TaskOp:
     on_reply: Callable[[Any], None]
     origin: Any
     origin_request: int
+    client: str | None = None  # the serve.clients name, for a per-client upstream's token
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.downstream.client_requests import NEEDS
-from actors.messages import ServerRequest, UpstreamError
+from actors.messages import ServerRequest, ServerRequestCancelled, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.tasks import wire
 from actors.tasks.messages import QuestionAnswered
@@ -52,12 +52,15 @@ class Questions:
             self.ask_waiter(record, key, waiter)
         keeper.changed(record)
 
-    def withdrawn(self, server: str, upstream_id) -> None:
-        """The server cancelled its question: no client is asked it any more."""
+    def withdrawn(self, cancelled: ServerRequestCancelled) -> None:
+        """The server cancelled its question: no client is asked it any more. Told apart by its
+        on_reply where the Connection gave it (another client's own upstream of the same server
+        numbers its requests alike)."""
+        server, upstream_id, on_reply = cancelled.server, cancelled.upstream_id, cancelled.on_reply
         for record in self.keeper.records.all():
             for key, question in list(record.questions.items()):
                 if isinstance(question, ServerRequest) and question.server == server \
-                        and question.upstream_id == upstream_id:
+                        and question.upstream_id == upstream_id and on_reply in (None, question.on_reply):
                     del record.questions[key]
                     if not record.questions and record.status == "input_required":
                         record.touch("working")

@@ -27,7 +27,8 @@ class Record:
                  "status_message", "created", "created_iso", "updated_iso", "finished", "ttl_ms", "poll_ms",
                  "result", "error", "questions", "round", "round_keys", "round_answers", "next_key", "params", "target",
                  "waiter", "origin", "legacy_client", "client_capabilities", "result_waiters", "size",
-                 "upstream_id", "following", "polled", "mint_timer")
+                 "upstream_id", "following", "polled", "mint_timer", "client", "log_level", "deadline",
+                 "counted")
 
     def __init__(self, local: str, server: str, form: str, owner: str, cap_key: str, minted: bool) -> None:
         self.local, self.server, self.form, self.owner, self.cap_key = local, server, form, owner, cap_key
@@ -60,6 +61,10 @@ class Record:
         self.size = 0  # bytes of its kept result or error
         self.following = False  # a legacy server's tasks/result is open for its questions
         self.mint_timer: Any = None  # the Deadline that mints it after mint_after, until the call answers
+        self.client: str | None = None  # its client's serve.clients name: a per-client upstream's token
+        self.log_level: str | None = None  # the logLevel its modern call asked for, for each later round
+        self.deadline: float | None = None  # monotonic: a minted task still running then fails (max_duration)
+        self.counted = False  # counts against its client's live tasks (from add until it ends or goes)
 
     @property
     def terminal(self) -> bool:
@@ -144,6 +149,7 @@ class Records:
     def add(self, record: Record) -> None:
         self._by_local[record.local] = record
         self.live[record.cap_key] += 1
+        record.counted = True
 
     def issue(self, record: Record, task_id: str) -> None:
         record.task_id, record.issued = task_id, True
@@ -161,13 +167,16 @@ class Records:
         if self._by_local.pop(record.local, None) is None:
             return
         self._by_id.pop(record.task_id, None)
-        if not record.terminal:
-            self._uncount(record)
+        self._uncount(record)
         self.bytes -= record.size
+        record.size = 0
 
     def finished(self, record: Record) -> None:
         """`record` just reached a terminal state: it no longer counts as live; its result's bytes
-        count against max_bytes (the oldest finished records dropped to make room)."""
+        count against max_bytes (the oldest finished records dropped to make room). Once per
+        record: a second call (a late answer racing its cancel) changes nothing."""
+        if not record.counted or record.local not in self._by_local:
+            return
         self._uncount(record)
         kept = record.result if record.result is not None else record.error
         record.size = len(orjson.dumps(kept)) if kept is not None else 0
@@ -181,6 +190,9 @@ class Records:
                 self.dropped += 1
 
     def _uncount(self, record: Record) -> None:
+        if not record.counted:
+            return
+        record.counted = False
         self.live[record.cap_key] -= 1
         if self.live[record.cap_key] <= 0:
             del self.live[record.cap_key]
@@ -193,7 +205,8 @@ class Records:
             if record.terminal and record.finished is not None and now - record.finished > self.keep_s:
                 out.append(record)
             elif not record.minted and record.issued:
-                ttl = record.ttl_ms / 1000 if record.ttl_ms is not None else self.max_age_s
+                # a server's TTL, at most troupe's own: a huge (or absent) one keeps no record forever
+                ttl = min(record.ttl_ms / 1000, self.max_age_s) if record.ttl_ms is not None else self.max_age_s
                 if now - record.created > ttl + self.keep_s:
                     out.append(record)
         return out

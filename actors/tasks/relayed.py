@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from actors.messages import Forward, UpstreamError
-from actors.protocol import jsonrpc
+from actors.messages import NOT_A_CALLER, Forward, UpstreamError
+from actors.protocol import jsonrpc, modern
 from actors.tasks import wire
 from actors.tasks.messages import UpstreamAnswered, deliver
 from actors.tasks.records import Record
@@ -57,6 +57,7 @@ class Relaying:
     def __init__(self, keeper: TaskKeeper) -> None:
         self.keeper = keeper
         self._pending: dict[str, _Pending] = {}
+        self._polling: set[str] = set()  # task ids with a poll in flight: one at a time each
         self._ids = itertools.count(1)
 
     def dispatch(self, message) -> None:
@@ -72,6 +73,15 @@ class Relaying:
         keeper = self.keeper
         waiter, record.waiter = record.waiter, None
         task = wire.task_of(outcome, record.form)
+        if task is None and record.legacy_client and isinstance(outcome, dict) and \
+                not modern.input_required(outcome):
+            # A 2025-11-25 client asked for a task and was told it may: the server's plain result
+            # becomes a task of troupe's, completed already, never a bare result it did not ask for.
+            record.minted = True
+            keeper.records.issue(record, keeper.ids.issue(record.server, record.local, record.owner, True))
+            keeper.end(record, "completed", result=outcome)
+            deliver(waiter, wire.created(record.view(keeper.config.ttl), True))
+            return
         if task is None or isinstance(task, str):
             keeper.records.forget(record)
             if isinstance(task, str):
@@ -97,9 +107,11 @@ class Relaying:
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
             tell(me, UpstreamAnswered(local, outcome, follow=True))
         record.following = True
+        # the server's questions name the task (related-task): they reach this follow, its client's
         if not tell(record.target, Forward("tasks/result", {"taskId": record.upstream_id}, on_reply,
                                            timeout=self.keeper.config.max_duration, origin=me, origin_request=local,
-                                           client_capabilities=record.client_capabilities)):
+                                           client_capabilities=record.client_capabilities, client=record.client,
+                                           caller=("follows", record.upstream_id))):
             self.followed(record, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {record.server} went away",
                                                 server=record.server))
 
@@ -126,13 +138,22 @@ class Relaying:
         if record is not None and record.form == wire.LEGACY and op.method != "tasks/cancel":
             keeper.held.op(op, record)  # followed: the record has its questions and its end
             return
+        if record is not None and op.target is not None:
+            record.target = op.target  # the server's Connection now (a restarted one is a new actor)
         if op.target is None:
             deliver(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {ref.server} is not running: "
                                               "its task cannot be reached now", server=ref.server))
             return
         if op.method == "tasks/result":
             if record is None:
-                record = self._adopt(op)
+                cap_key = op.ref.owner or "anonymous"
+                if keeper.records.live.get(cap_key, 0) >= keeper.config.max_per_client:
+                    keeper.records.refused_at_cap += 1
+                    deliver(op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, "too many live tasks: this "
+                                                      "client's tasks/result waits fill serve.tasks.max_per_client",
+                                                      server="troupe"))
+                    return
+                record = self._adopt(op, cap_key)
             if record.terminal:
                 keeper.held.result_done(op.on_reply, record)
                 return
@@ -153,16 +174,23 @@ class Relaying:
             self.keeper.end(record, "cancelled", message="cancelled by its client")
         self._send(kind, op, record, ref.task_id, ref.form, op.target, op.method, params)
 
-    def _adopt(self, op: TaskOp) -> Record:
+    def _adopt(self, op: TaskOp, cap_key: str) -> Record:
         """A record for a relayed task this keeper did not create (another instance did, or a
-        troupe before a restart): a legacy client waits on it here."""
+        troupe before a restart): a legacy client waits on it here. It counts against its
+        client's cap and is forgotten like any relayed record (its server's TTL, at most troupe's)."""
         assert op.ref is not None
-        record = Record(uuid.uuid4().hex, op.ref.server, op.ref.form, op.ref.owner, op.ref.owner or "anonymous",
-                        minted=False)
+        record = Record(uuid.uuid4().hex, op.ref.server, op.ref.form, op.ref.owner, cap_key, minted=False)
         record.upstream_id, record.target, record.legacy_client = op.ref.upstream_id, op.target, op.legacy_client
+        record.client = op.client
         self.keeper.records.add(record)
         self.keeper.records.issue(record, op.ref.task_id)
         return record
+
+    def cancel_upstream(self, record: Record) -> None:
+        """Cancel a relayed task at its server (nobody waits for the answer)."""
+        if record.target is not None and record.upstream_id:
+            self._send("cancel", None, record, record.task_id, record.form, record.target, "tasks/cancel",
+                       {"taskId": record.upstream_id})
 
     def answer(self, record: Record, their_key: str, response: Any) -> None:
         """A legacy client answered a modern server's input request: the server hears it in tasks/update."""
@@ -180,8 +208,12 @@ class Relaying:
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
             tell(me, _OpReplied(op_id, outcome))
         caps = record.client_capabilities if record is not None else None
+        client = op.client if op is not None else record.client if record is not None else None
+        if kind == "poll":
+            self._polling.add(task_id)
+        # no question of the server's rides these (a poll, a get, a cancel): it reaches no client
         if not tell(target, Forward(method, params, on_reply, origin=me, origin_request=op_id,
-                                    client_capabilities=caps)):
+                                    client_capabilities=caps, client=client, caller=NOT_A_CALLER)):
             self._replied(_OpReplied(op_id, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, "the server went away",
                                                           link_lost=True)))
 
@@ -189,6 +221,8 @@ class Relaying:
         pending = self._pending.pop(msg.op_id, None)
         if pending is None:
             return  # its client withdrew it
+        if pending.kind == "poll":
+            self._polling.discard(pending.task_id)
         outcome, op, record, keeper = msg.outcome, pending.op, pending.record, self.keeper
         if pending.kind == "answer":
             return
@@ -251,8 +285,7 @@ class Relaying:
             if not record.result_waiters and not self.keeper.watched(record):
                 continue
             interval = min(MAX_POLL_S, max(MIN_POLL_S, (record.poll_ms or 0) / 1000))
-            if now - record.polled < interval or any(p.record is record and p.kind == "poll"
-                                                     for p in self._pending.values()):
+            if now - record.polled < interval or record.task_id in self._polling:
                 continue
             record.polled = now
             self._send("poll", None, record, record.task_id, record.form, record.target, "tasks/get",
@@ -269,4 +302,5 @@ class Relaying:
             if pending.op is not None:
                 deliver(pending.op.on_reply, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, why, server="troupe"))
         self._pending.clear()
+        self._polling.clear()
 

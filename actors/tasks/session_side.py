@@ -38,6 +38,9 @@ def legacy_capability(ctx: SessionContext, cat, version: str) -> dict | None:
     return dict(wire.LEGACY_CAPABILITY) if version == TASKS_REVISION and offered(ctx, cat) else None
 
 
+SESSION_OWNER = "session:"  # an anonymous legacy session's tasks: the keeper ends them with it
+
+
 class TaskRequests:
     """Tasks for one Session (see the module's docstring). Owns nothing but the Session's owner
     key for anonymous legacy clients (a random one: task ids outlive the session key's reuse,
@@ -47,7 +50,7 @@ class TaskRequests:
 
     def __init__(self, ctx: SessionContext, me, view: ClientView, handshake: Handshake, forwarder: Forwarder) -> None:
         self._ctx, self._me, self._view, self._handshake, self._fw = ctx, me, view, handshake, forwarder
-        self._session_owner = "session:" + secrets.token_hex(12)
+        self._session_owner = SESSION_OWNER + secrets.token_hex(12)
         self.watching = False  # told the keeper to tell this Session of some task's changes
 
     @property
@@ -183,7 +186,8 @@ class TaskRequests:
 
         def on_reply(outcome) -> None:
             tell(me, ForwardReplied(token, outcome))
-        self._send(call, TaskOp(method, ref, dict(params), target, owner, legacy, on_reply, me, token))
+        self._send(call, TaskOp(method, ref, dict(params), target, owner, legacy, on_reply, me, token,
+                                     self._view.client_name))
 
     def _send(self, call, message) -> None:
         from actors.messages import UpstreamError

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from loguru import logger
 
 from actors.deadline import Deadline
@@ -49,14 +49,15 @@ class TaskCalls:
                         minted=not call.form)
         record.target, record.waiter, record.origin = call.target, call.on_reply, (call.origin, call.origin_request)
         record.legacy_client, record.client_capabilities = call.legacy_client, call.client_capabilities
-        record.params = call.params
+        record.params, record.client, record.log_level = call.params, call.client, call.log_level
         if record.minted:
             record.poll_ms = keeper.config.poll_interval_ms
+            record.deadline = time.monotonic() + call.max_duration  # its input rounds' waits included
         keeper.records.add(record)
         params = call.params
         if call.form == wire.LEGACY:  # the 2025-11-25 augmentation: the server creates the task
             params = {**params, "task": {"ttl": call.ttl_ms} if call.ttl_ms is not None else {}}
-        self._send(record, params, call.max_duration if record.minted else None, call)
+        self._send(record, params, call.max_duration if record.minted else None)
         if not record.minted:
             return
         mint_after = 0.0 if call.legacy_client else call.mint_after  # 2025-11-25 asked for a task: at once
@@ -66,14 +67,18 @@ class TaskCalls:
         else:  # a bare hub timer, killed when the answer comes first (nearly always)
             record.mint_timer = Deadline(mint_after, tell, keeper.actor_ref, MintDue(record.local))
 
-    def _send(self, record: Record, params: dict, timeout: float | None, call: TaskCall) -> None:
+    def _send(self, record: Record, params: dict, timeout: float | None) -> None:
+        """The task's tools/call upstream (the first, or a next input round), as its client's call:
+        that client's capabilities, logLevel and per-client token, and a caller of its own, so a
+        server's question during it reaches this task and no other client's."""
         me, local = self.keeper.actor_ref, record.local
 
         def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
             tell(me, UpstreamAnswered(local, outcome))
         if not tell(record.target, Forward("tools/call", params, on_reply, timeout=timeout, origin=me,
-                                           origin_request=local, client_capabilities=call.client_capabilities,
-                                           log_level=call.log_level, client=call.client)):
+                                           origin_request=local, client_capabilities=record.client_capabilities,
+                                           log_level=record.log_level, client=record.client,
+                                           caller=("task", local))):
             self.answered(UpstreamAnswered(local, UpstreamError(jsonrpc.SERVER_UNAVAILABLE,
                                                                 f"server {record.server} went away",
                                                                 server=record.server, link_lost=True)))
@@ -132,14 +137,7 @@ class TaskCalls:
         if isinstance(outcome, UpstreamError):
             keeper.end(record, "failed", error=outcome.to_error())
         elif isinstance(outcome, dict):
-            size = len(orjson.dumps(outcome))
-            limit = keeper.config.max_result_bytes
-            if size > limit:
-                keeper.end(record, "failed", error={"code": jsonrpc.INTERNAL_ERROR, "message": (
-                    f"the result of this task is {size} bytes, more than troupe keeps for a task "
-                    f"(serve.tasks.max_result_bytes: {limit})")})
-            else:
-                keeper.end(record, "completed", result=outcome)
+            keeper.end(record, "completed", result=outcome)  # (failed there if too big to keep)
         else:
             keeper.end(record, "failed", error={"code": jsonrpc.INTERNAL_ERROR,
                                                 "message": f"server {record.server} answered with no result"})
@@ -155,10 +153,15 @@ class TaskCalls:
         record.round = outcome.get("requestState")
         record.round_keys, record.round_answers = {}, {}
         for their_key, request in requests.items():
-            if isinstance(request, dict):
+            if isinstance(request, dict) and isinstance(request.get("method"), str):
                 ours = record.key()
                 record.questions[ours] = request
                 record.round_keys[ours] = their_key
+        if not record.questions:  # nothing a client could answer: the round could never end
+            record.round = None
+            self.keeper.end(record, "failed", error={"code": jsonrpc.INTERNAL_ERROR, "message": (
+                f"server {record.server} asked for input with no usable inputRequests (each needs a method)")})
+            return
         record.touch("input_required")
         self.keeper.changed(record)
 
@@ -168,20 +171,32 @@ class TaskCalls:
         if record.round is not None:
             params["requestState"] = record.round
         record.round, record.round_keys, record.round_answers = None, {}, {}
-        me, local = self.keeper.actor_ref, record.local
+        left = record.deadline - time.monotonic() if record.deadline is not None else None
+        if left is not None and left <= 0:
+            self.overran(record)
+            return
+        self._send(record, params, left)
 
-        def on_reply(outcome) -> None:  # the connection's greenlet: a tell, nothing else
-            tell(me, UpstreamAnswered(local, outcome))
-        if not tell(record.target, Forward("tools/call", params, on_reply, origin=me, origin_request=local,
-                                           client_capabilities=record.client_capabilities)):
-            self.keeper.end(record, "failed", error={"code": jsonrpc.SERVER_UNAVAILABLE,
-                                                     "message": f"server {record.server} went away"})
+    def overdue(self, now: float) -> None:
+        """Minted tasks past their max_duration (waiting on their client's input, which no
+        upstream timeout bounds): cancelled upstream, failed."""
+        for record in self.keeper.records.all():
+            if record.minted and record.deadline is not None and now >= record.deadline and not record.terminal:
+                self.overran(record)
 
-    def cancel(self, record: Record) -> None:
+    def overran(self, record: Record) -> None:
+        if record.target is not None:
+            tell(record.target, CancelForward(self.keeper.actor_ref, record.local,
+                                              "the task ran past its max_duration"))
+        self.keeper.end(record, "failed", error={"code": jsonrpc.REQUEST_TIMEOUT, "message": (
+            f"the task ran past its max_duration: it was still {record.status} "
+            f"{time.time() - record.created:.0f}s after it began")})
+
+    def cancel(self, record: Record, why: str = "cancelled by its client") -> None:
         """Cancel a minted task: its upstream call is cancelled, it ends `cancelled`."""
         if record.target is not None:
             tell(record.target, CancelForward(self.keeper.actor_ref, record.local, "the task was cancelled"))
-        self.keeper.end(record, "cancelled", message="cancelled by its client")
+        self.keeper.end(record, "cancelled", message=why)
 
     def withdrawn(self, record: Record, reason: str) -> None:
         """The client's call went (cancelled, its deadline, its Session) before it became a task:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from actors.protocol import mcp
 
 EXTENSION = mcp.TASKS_EXTENSION
-RELATED_TASK = "io.modelcontextprotocol/related-task"
+RELATED_TASK = mcp.RELATED_TASK
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"  # a modern result's stamp of the server that made it
 SERVERS_META = (RELATED_TASK, SERVER_INFO)  # `_meta` keys of a server's own that a task it runs never passes on
 STATES = ("working", "input_required", "completed", "failed", "cancelled")
@@ -127,10 +127,27 @@ def checked(raw: Any) -> dict | str:
     if isinstance(message, str):
         out["statusMessage"] = message[:MAX_STATUS_MESSAGE]
     for key in ("result", "error", "inputRequests"):
-        if key in raw:
-            if not isinstance(raw[key], dict):
-                return f"{key} must be an object"
-            out[key] = raw[key]
+        if key in raw and not isinstance(raw[key], dict):
+            return f"{key} must be an object"
+    if "result" in raw:
+        out["result"] = unrelated(raw["result"])
+    if "error" in raw:
+        out["error"] = error_of(raw["error"])
+    if "inputRequests" in raw:
+        out["inputRequests"] = {key: ({**request, "params": unrelated(request["params"])}
+                                      if isinstance(request.get("params"), dict) else request)
+                                for key, request in raw["inputRequests"].items() if isinstance(request, dict)}
+    return out
+
+
+def error_of(raw: Mapping) -> dict:
+    """A peer's JSON-RPC error object with a code that is an integer and a message that is a
+    string, whatever it sent (its data kept as given)."""
+    code, message = raw.get("code"), raw.get("message")
+    out: dict = {"code": code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+                 "message": message[:MAX_STATUS_MESSAGE * 4] if isinstance(message, str) else "the task failed"}
+    if "data" in raw:
+        out["data"] = raw["data"]
     return out
 
 

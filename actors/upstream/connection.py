@@ -235,7 +235,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         self._request(fwd.method, fwd.params, fwd.on_reply, timeout=fwd.timeout or self.config.timeout,
                       counted=True, on_progress=fwd.on_progress, origin=fwd.origin,
                       origin_request=fwd.origin_request, client_capabilities=fwd.client_capabilities,
-                      log_level=fwd.log_level, client=fwd.client if self._per_client else None)
+                      log_level=fwd.log_level, client=fwd.client if self._per_client else None, caller=fwd.caller)
 
     def _liveness_probe(self, on_reply, wait: float) -> None:
         # A modern server has no ping: another request (server/discover) shows it alive.
@@ -247,9 +247,9 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
 
     def _request(self, method: str, params: Any, on_reply, *, timeout: float, counted: bool = False,
                  on_progress=None, origin=None, origin_request=None, client_capabilities=None,
-                 log_level: str | None = None, client: str | None = None) -> int:
+                 log_level: str | None = None, client: str | None = None, caller=None) -> int:
         rid = self.requests.open(method, on_reply, timeout=timeout, counted=counted, on_progress=on_progress,
-                                 origin=origin, origin_request=origin_request)
+                                 origin=origin, origin_request=origin_request, caller=caller)
         if on_progress is not None:
             # troupe's own token upstream (the request id): unique on this connection
             params = dict(params or {})

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from loguru import logger
 
 from actors.deadline import Deadline
-from actors.messages import UpstreamError
+from actors.messages import NOT_A_CALLER, UpstreamError
 from actors.protocol import jsonrpc, server_shapes
 from actors.upstream.stats import ServerStats
 
@@ -69,6 +69,7 @@ class Pending:
     on_progress: Callable[[dict], None] | None = None
     origin: Any = None
     origin_request: Any = None
+    caller: Any = None  # Forward.caller: who is behind it, when its origin speaks for many
 
 
 class RequestTable:
@@ -100,13 +101,13 @@ class RequestTable:
         return self._pending.get(request_id) if usable_id(request_id) else None
 
     def open(self, method: str, on_reply: Callable[[Any], None], *, timeout: float, counted: bool = False,
-             on_progress=None, origin=None, origin_request=None) -> int:
+             on_progress=None, origin=None, origin_request=None, caller=None) -> int:
         """A new request: its id (unique on this table), with its deadline timer started."""
         self._next_id += 1
         rid = self._next_id
         timer = Deadline(timeout, self._on_deadline, rid)
         self._pending[rid] = Pending(method, on_reply, timer, time.perf_counter(), timeout, counted,
-                                     on_progress, origin, origin_request)
+                                     on_progress, origin, origin_request, caller)
         if counted:
             self.stats.in_flight += 1
         return rid
@@ -163,12 +164,19 @@ class RequestTable:
         """Take one of troupe's own requests back unanswered (its owner stopped wanting it)."""
         return self._take(request_id)
 
-    def asker(self, related=None) -> tuple[Any, Any] | str:
+    def asker(self, related=None, task=None) -> tuple[Any, Any] | str:
         """(caller, its request) of the client call a server's request belongs to, or why troupe
         cannot tell. The call whose response stream carried it (`related`, Streamable HTTP) says so
         outright; otherwise it is the newest call of the one client with calls in flight here. With
         calls of two or more clients in flight, or none, nobody is asked: a question must never
-        reach a client whose call did not ask it."""
+        reach a client whose call did not ask it. Every call the TaskKeeper makes names its own
+        caller (each task apart, whoever's client it is), and its polls none at all. A question
+        naming its task (`task`: the 2025-11-25 related-task id, over any transport) goes to the
+        request following that task, if one does (its caller is `("follows", task)`)."""
+        if task is not None:
+            for p in self._pending.values():
+                if p.caller == ("follows", task) and _tellable(p.origin):
+                    return p.origin, p.origin_request
         if related is not None:
             pending = self.get(related)
             if pending is not None and _tellable(pending.origin):
@@ -177,9 +185,9 @@ class RequestTable:
         clients: set = set()
         newest = None
         for p in self._pending.values():
-            if p.origin is None:
-                continue  # troupe's own request (a listing, a ping)
-            clients.add(_client_of(p.origin))
+            if p.origin is None or p.caller is NOT_A_CALLER:
+                continue  # troupe's own request (a listing, a ping, a task's poll)
+            clients.add(_client_of(p.origin) if p.caller is None else p.caller)
             if len(clients) > 1:
                 return (f"calls of {len(clients)} or more clients are in flight to this server and troupe cannot "
                         "tell whose call asked (set `share: per_client` on the server to give each client its own)")

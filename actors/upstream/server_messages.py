@@ -19,6 +19,14 @@ CLIENT_ANSWER_TIMEOUT = 300.0  # a relayed sampling/elicitation request waits th
 RELAYED = mcp.RELAYED_REQUESTS
 
 
+def related_task(params) -> str | None:
+    """The task a 2025-11-25 server's request says it belongs to (`_meta` related-task), if a string."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    related = meta.get(mcp.RELATED_TASK) if isinstance(meta, dict) else None
+    task = related.get("taskId") if isinstance(related, dict) else None
+    return task if isinstance(task, str) else None
+
+
 class ServerMessages:
     """Owns the server's requests relayed to clients and not yet answered (each with a timer).
 
@@ -38,7 +46,7 @@ class ServerMessages:
         self._answer_later = answer_later
         self._on_list_changed = on_list_changed
         self._log = log
-        self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref)
+        self._relayed: dict[Any, tuple] = {}  # upstream request id → (timer, session ref, on_reply)
 
     def request(self, msg: dict, related=None) -> None:
         """A request from the server: answered at once, refused, or relayed to the client whose
@@ -51,9 +59,15 @@ class ServerMessages:
         if method not in RELAYED or router is None:
             self._send(jsonrpc.error(uid, jsonrpc.METHOD_NOT_FOUND, f"troupe does not relay {method}"))
             return
-        asker = self._requests.asker(related)
+        asker = self._requests.asker(related, related_task(msg.get("params")))
         owner = getattr(router, "owner", None)  # a client's own upstream (share: per_client) asks only it
-        if owner is not None:
+        if owner is not None and isinstance(asker, tuple) and \
+                getattr(asker[0], "actor_urn", asker[0]) != getattr(owner, "actor_urn", owner):
+            # a call on the client's own upstream that its Session does not hold: the task the
+            # TaskKeeper runs for that client, whose question the keeper keeps
+            origin, origin_request = asker
+            router = router.route
+        elif owner is not None:
             origin, origin_request = owner, asker[1] if isinstance(asker, tuple) else None
         elif isinstance(asker, str):  # nobody's, or troupe cannot tell whose: nobody is asked
             self._log.info("refused the server's {}: {}", method, asker)
@@ -70,7 +84,7 @@ class ServerMessages:
         params = msg.get("params")
         params = params if isinstance(params, dict) else {}
         session = router(ServerRequest(self.server, uid, method, params, on_reply, origin_request), origin)
-        self._relayed[uid] = (timer, session)
+        self._relayed[uid] = (timer, session, on_reply)
 
     def answer(self, uid, outcome) -> None:
         """A client answered a relayed request (or its timer did): to the server, once."""
@@ -106,7 +120,7 @@ class ServerMessages:
             if entry is not None:  # the server gave up on its own request to a client
                 entry[0].kill(block=False)
                 if entry[1] is not None:  # a Session gone meanwhile has nothing left to withdraw
-                    tell(entry[1], ServerRequestCancelled(self.server, params.get("requestId")))
+                    tell(entry[1], ServerRequestCancelled(self.server, params.get("requestId"), entry[2]))
         else:
             self._log.debug("unhandled notification {}", method)
 
@@ -119,5 +133,5 @@ class ServerMessages:
     def clear(self) -> None:
         """The link is gone: relayed requests are forgotten (a late client answer finds nothing)."""
         relayed, self._relayed = self._relayed, {}
-        for timer, _session in relayed.values():
+        for timer, _session, _on_reply in relayed.values():
             timer.kill(block=False)

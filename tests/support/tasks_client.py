@@ -28,9 +28,11 @@ REQUEST_TIMEOUT = 20.0
 POLL_EVERY = 0.05
 
 
-def modern_meta(tasks: bool = True) -> dict:
-    """The per-request `_meta` of a 2026-07-28 client, declaring the tasks extension or not."""
+def modern_meta(tasks: bool = True, capabilities: dict | None = None) -> dict:
+    """The per-request `_meta` of a 2026-07-28 client, declaring the tasks extension or not (and
+    `capabilities` beside it: elicitation, say)."""
     caps: dict = {"extensions": {TASKS_EXT: {}}} if tasks else {}
+    caps.update(capabilities or {})
     return {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": caps,
             "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"}}
@@ -162,8 +164,11 @@ class ModernHttp:
     the MCP-Protocol-Version and Mcp-Method headers; tasks/get, tasks/update and tasks/cancel also
     carry Mcp-Name = params.taskId (SEP-2663), and tools/call carries Mcp-Name = the tool's name."""
 
-    def __init__(self, url: str, tasks: bool = True, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(self, url: str, tasks: bool = True, timeout: float = REQUEST_TIMEOUT, *,
+                 capabilities: dict | None = None, token: str | None = None) -> None:
         self.url, self.tasks, self.timeout = url, tasks, timeout
+        self.capabilities = capabilities  # declared beside the tasks extension
+        self.auth = {"Authorization": f"Bearer {token}"} if token else {}
         self.ids = itertools.count(1)
 
     def headers(self, method: str, name: str | None) -> dict:
@@ -178,8 +183,8 @@ class ModernHttp:
              headers: dict | None = None) -> dict:
         """POST one request; the whole JSON-RPC answer, whether it came as JSON or as SSE."""
         body = {"jsonrpc": "2.0", "id": next(self.ids), "method": method,
-                "params": {**(params or {}), "_meta": modern_meta(self.tasks)}}
-        resp = requests.post(self.url, json=body, headers={**self.headers(method, name), **(headers or {})},
+                "params": {**(params or {}), "_meta": modern_meta(self.tasks, self.capabilities)}}
+        resp = requests.post(self.url, json=body, headers={**self.headers(method, name), **self.auth, **(headers or {})},
                              timeout=self.timeout)
         if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
             datas = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]

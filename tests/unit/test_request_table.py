@@ -7,7 +7,7 @@ import time
 import gevent
 import pytest
 
-from actors.messages import UpstreamError
+from actors.messages import NOT_A_CALLER, UpstreamError
 from actors.protocol import handshake, jsonrpc, mcp
 from actors.upstream.requests import RequestTable, outcome_of, usable_id
 from actors.upstream.stats import ServerStats
@@ -171,6 +171,35 @@ def test_a_servers_request_belongs_to_the_one_client_with_calls_in_flight_or_to_
     assert isinstance(table.asker(related=9999), str)  # a stream of a call that is over: nobody
     table.cancel_matching(b, None)
     assert table.asker() == (a, 2)
+
+
+def test_the_task_keepers_calls_are_each_their_own_caller_and_its_polls_nobodys():
+    table, _ = _table()
+    keeper = _Caller("keeper")
+    table.open("tasks/get", lambda o: None, timeout=60, counted=True, origin=keeper, origin_request="op1",
+               caller=NOT_A_CALLER)
+    assert "not sent while" in table.asker()  # a poll carries no client's question
+    table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=keeper, origin_request="t1",
+               caller=("task", "t1"))
+    assert table.asker() == (keeper, "t1")
+    # a second client's task: one origin (the keeper), two callers: nobody is asked
+    t2 = table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=keeper, origin_request="t2",
+                    caller=("task", "t2"))
+    refused = table.asker()
+    assert isinstance(refused, str) and "cannot tell whose call asked" in refused
+    assert table.asker(related=t2) == (keeper, "t2")
+
+
+def test_a_question_naming_its_task_goes_to_the_request_following_that_task():
+    table, _ = _table()
+    keeper, session = _Caller("keeper"), _Caller("session")
+    table.open("tasks/result", lambda o: None, timeout=60, counted=True, origin=keeper, origin_request="t1",
+               caller=("follows", "up-1"))
+    table.open("tasks/result", lambda o: None, timeout=60, counted=True, origin=keeper, origin_request="t2",
+               caller=("follows", "up-2"))
+    table.open("tools/call", lambda o: None, timeout=60, counted=True, origin=session, origin_request=3)
+    assert table.asker(task="up-2") == (keeper, "t2") and table.asker(task="up-1") == (keeper, "t1")
+    assert isinstance(table.asker(task="up-9"), str)  # no such follow: the usual rule, three callers
 
 
 def test_outcome_of_turns_a_response_into_a_result_or_an_error():

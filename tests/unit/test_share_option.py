@@ -65,13 +65,13 @@ def test_a_shared_server_answers_with_its_one_connection_whoever_calls():
 
 def test_a_per_client_server_routes_through_the_supervisor_until_the_clients_own_is_ready():
     me = _Ref("s1")
-    assert resolve(_directory(_view()), "sup", "a", me) == (ClientRoute("sup", "a", "s1"), "")
+    assert resolve(_directory(_view()), "sup", "a", me) == (ClientRoute("sup", "a", "s1", me), "")
     starting = _view(ServerState.STARTING, ref=_Ref("mine"))
-    assert resolve(_directory(_view(), s1=starting), "sup", "a", me)[0] == ClientRoute("sup", "a", "s1")
+    assert resolve(_directory(_view(), s1=starting), "sup", "a", me)[0] == ClientRoute("sup", "a", "s1", me)
     ready = replace(starting, state=ServerState.READY)
     assert resolve(_directory(_view(), s1=ready), "sup", "a", me) == (ready.ref, "")
     # another client's upstream is never mine
-    assert resolve(_directory(_view(), s2=ready), "sup", "a", me)[0] == ClientRoute("sup", "a", "s1")
+    assert resolve(_directory(_view(), s2=ready), "sup", "a", me)[0] == ClientRoute("sup", "a", "s1", me)
     backoff = replace(ready, state=ServerState.BACKOFF, reason="exit 3")
     ref, why = resolve(_directory(_view(), s1=backoff), "sup", "a", me)
     assert ref is None and why == "server a (this client's own upstream) is restarting (backoff): exit 3"
