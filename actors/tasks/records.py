@@ -142,6 +142,7 @@ class Records:
         self._by_id: dict[str, Record] = {}
         self.live: Counter = Counter()  # cap key → unfinished tasks (and calls that may become one)
         self.bytes = 0
+        self.bytes_by: Counter = Counter()  # cap key → bytes of its kept results: who pays when over budget
         self.created = Counter()  # "minted" / "relayed" → tasks handed out since start
         self.dropped = 0  # finished tasks dropped before their TTL to stay within max_bytes
         self.refused_at_cap = 0  # task-capable calls refused: their client held max_per_client live tasks
@@ -169,6 +170,10 @@ class Records:
         self._by_id.pop(record.task_id, None)
         self._uncount(record)
         self.bytes -= record.size
+        if record.size:
+            self.bytes_by[record.cap_key] -= record.size
+            if self.bytes_by[record.cap_key] <= 0:
+                del self.bytes_by[record.cap_key]
         record.size = 0
 
     def finished(self, record: Record) -> None:
@@ -181,13 +186,29 @@ class Records:
         kept = record.result if record.result is not None else record.error
         record.size = len(orjson.dumps(kept)) if kept is not None else 0
         self.bytes += record.size
-        if self.bytes > self.max_bytes:
-            for old in sorted((r for r in self._by_local.values() if r.terminal and r is not record),
-                              key=lambda r: r.finished or 0):
-                if self.bytes <= self.max_bytes:
-                    break
-                self.forget(old)
-                self.dropped += 1
+        if record.size:
+            self.bytes_by[record.cap_key] += record.size
+        while self.bytes > self.max_bytes:
+            old = self._evictable(record)
+            if old is None:
+                break
+            self.forget(old)
+            self.dropped += 1
+
+    def _evictable(self, keep: Record) -> Record | None:
+        """The finished record to drop first when results are over budget: the oldest of the client
+        holding the most bytes (one client's flood of results evicts its own first, not others'),
+        else the oldest of anyone's. Never `keep`, which just finished."""
+        heaviest = max(self.bytes_by.items(), key=lambda kv: kv[1])[0] if self.bytes_by else None
+        oldest = None
+        for r in self._by_local.values():  # in creation order: the first found is about the oldest
+            if r is keep or not r.terminal or not r.size:
+                continue
+            if r.cap_key == heaviest:
+                return r
+            if oldest is None:
+                oldest = r
+        return oldest
 
     def _uncount(self, record: Record) -> None:
         if not record.counted:

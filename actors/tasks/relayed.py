@@ -21,6 +21,7 @@ from loguru import logger
 from actors.messages import NOT_A_CALLER, Forward, UpstreamError
 from actors.protocol import jsonrpc, modern
 from actors.tasks import wire
+from actors.tasks.held import responses_problem
 from actors.tasks.messages import UpstreamAnswered, deliver
 from actors.tasks.records import Record
 from actors.tells import tell
@@ -165,7 +166,11 @@ class Relaying:
                 deliver(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, "this task's questions are not "
                                                   "held here: answer them on its tasks/result", server="troupe"))
                 return
-            params = {"taskId": ref.upstream_id, "inputResponses": op.params.get("inputResponses")}
+            problem = responses_problem(op.params.get("inputResponses"))
+            if problem is not None:
+                deliver(op.on_reply, UpstreamError(jsonrpc.INVALID_PARAMS, problem, server="troupe"))
+                return
+            params = {"taskId": ref.upstream_id, "inputResponses": op.params["inputResponses"]}
         else:
             params = {"taskId": ref.upstream_id}
         kind = op.method.split("/", 1)[1]

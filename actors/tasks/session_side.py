@@ -175,8 +175,10 @@ class TaskRequests:
                                    f"unknown task: no task of this client has that taskId ({method})"))
                 return
         target = None if ref is None or ref.minted else self._fw.connection(ref.server, sink)[0]
-        if method == "tasks/result":
-            wait = self._ctx.serve.tasks.max_duration
+        if method == "tasks/result":  # as long as the task may run: its server's max_duration, if longer
+            view = self._ctx.servers().get(ref.server) if ref is not None else None
+            wait = max(self._ctx.serve.tasks.max_duration,
+                       (view.config.task_max_duration if view is not None else None) or 0.0)
         else:
             wait = self._ctx.server_timeout(ref.server) if ref is not None and not ref.minted else 5.0
         call = self._fw.table.open(rid, sink, passthrough(), FORWARDED, wait + DEADLINE_MARGIN)

@@ -301,3 +301,34 @@ def test_a_2025_11_25_clients_task_call_answered_plainly_is_a_finished_task_not_
     keeper.tell(_op("tasks/result", task["taskId"], result, legacy=True))
     wait_until(lambda: result, 5)
     assert result[0]["content"] == OK["content"]
+
+
+def test_over_the_result_budget_the_client_holding_the_most_bytes_loses_its_oldest_first():
+    records = Records(600.0, 1_000, 3600.0)
+
+    def finish(local: str, cap_key: str, size: int) -> Record:
+        record = Record(local, "srv", "", cap_key, cap_key, minted=True)
+        records.add(record)
+        record.result = {"content": [{"type": "text", "text": "x" * size}]}
+        record.touch("completed")
+        records.finished(record)
+        return record
+    bobs = finish("b1", "client:bob", 200)
+    for n in range(10):  # alice floods: her own results make the room for her next ones
+        finish(f"a{n}", "client:alice", 200)
+    assert records.local("b1") is bobs and records.bytes <= 1_000
+    assert records.dropped >= 6 and records.bytes_by["client:bob"] == bobs.size
+
+
+def test_a_relayed_tasks_update_with_malformed_responses_is_refused_before_the_server_hears_it(rig):
+    make, conn, proxy = rig
+    keeper, answers = make(), []
+    keeper.tell(_call(conn, answers, form=wire.MODERN))
+    wait_until(lambda: proxy.got.get(), 5)
+    proxy.got.get()[0].on_reply(CREATED)
+    wait_until(lambda: answers, 5)
+    refused: list = []
+    keeper.tell(_op("tasks/update", answers[0]["taskId"], refused, target=conn, params={"inputResponses": {"k": 3}}))
+    wait_until(lambda: refused, 5)
+    assert isinstance(refused[0], UpstreamError) and refused[0].code == jsonrpc.INVALID_PARAMS
+    assert "inputResponses.k" in refused[0].message and len(proxy.got.get()) == 1

@@ -197,3 +197,30 @@ def test_an_id_the_snapshot_does_not_match_and_a_redis_outage_are_answered():
     clustered.remote_op(store, _op("tasks/get", replies), KEEP_S, LIVE_S)
     assert isinstance(replies[1], UpstreamError) and replies[1].code == jsonrpc.SERVER_UNAVAILABLE
     assert "Redis" in replies[1].message and time.monotonic() - started < 1.0
+
+
+def test_a_write_redis_refused_is_written_once_it_is_back(monkeypatch):
+    """A task's last change (its end) has no later one to carry it: the writer keeps it and tries
+    again until Redis takes it, so the task never stays `working` there."""
+    import gevent
+    monkeypatch.setattr(clustered, "RETRY_S", 0.01)
+    link = FakeLink()
+    shared = clustered.SharedTasks(RedisTasks(link), KEEP_S, LIVE_S)  # type: ignore[arg-type]
+    shared.instance = "a:1"
+    shared.start(None)
+    try:
+        link.down = True
+        record = _record("completed")
+        shared.changed(record)
+        deadline = time.monotonic() + 5
+        while shared.failed == 0:
+            assert time.monotonic() < deadline, "the write was never tried"
+            gevent.sleep(0.01)
+        assert shared.stats()["unwritten"] == 1 and "troupe:task:r1" not in link.client.hashes
+        link.down = False
+        while shared.stats()["unwritten"]:
+            assert time.monotonic() < deadline, "the refused write was never written"
+            gevent.sleep(0.01)
+        assert link.client.hashes["troupe:task:r1"]["status"] == b"completed"
+    finally:
+        shared.stop()
