@@ -419,12 +419,16 @@
     svg.append(svgNode("path", { class: "calls", d: area(1) }), svgNode("path", { class: "errors", d: area(2) }),
       svgNode("path", { class: "p50", d: line(3) }), svgNode("path", { class: "p95", d: line(4) }));
     const last = points[points.length - 1];
+    const figures = peak < 0.01 ? "idle" : rate(last[1]) + " calls/s now · p50 " + ms(last[3]) + " · p95 " +
+      ms(last[4]) + " · peak " + rate(peak) + "/s" + (last[2] ? " · " + rate(last[2]) + " errors/s" : "");
     const box = el("div", { class: "chart" }, el("span", { class: "name" }, name), " ",
-      el("span", { class: "figures" }, last[1] + " calls/s · p50 " + (last[3] ?? "–") + " ms · p95 " +
-        (last[4] ?? "–") + " ms · peak " + peak + "/s"), svg);
+      el("span", { class: "figures" }, figures), svg);
     box.dataset.server = name;
     return box;
   }
+
+  const rate = (r) => (r >= 10 ? String(Math.round(r)) : r >= 0.1 ? r.toFixed(1) : r.toFixed(2));
+  const ms = (v) => (v == null ? "–" : v >= 100 ? Math.round(v) + " ms" : v.toFixed(1) + " ms");
 
   function renderHistory(h) {
     const servers = h.servers || {};

@@ -15,6 +15,7 @@ from tests.support.troupe import TroupeHttp, server, write_config
 pytestmark = pytest.mark.slow  # a headless chromium
 
 SCREENSHOT = "/tmp/troupe-dashboard.png"
+TRAFFIC_SCREENSHOT = "/tmp/troupe-traffic.png"
 
 
 def _status(t, **headers) -> dict:
@@ -211,5 +212,6 @@ def test_traffic_charts_show_each_servers_calls_and_latency(tmp_path, browser):
         wait_until(lambda: page.js("!!document.querySelector('#traffic .chart[data-server=\"echo\"] svg path.calls')"),
                    20, message="the page draws echo's chart")
         assert "calls/s" in page.text("#traffic") and "p95" in page.text("#traffic")
+        page.screenshot(TRAFFIC_SCREENSHOT)
     finally:
         assert t.stop() == 0
