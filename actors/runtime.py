@@ -41,6 +41,7 @@ from actors.auth.access import UpstreamAuthAccess, auth_snapshot, split_key
 from actors.auth.keeper import AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
+from actors.ops.history import GetHistory, History, history_sample_s
 from actors.published import Published
 from actors.workflows.service import WorkflowService
 
@@ -71,6 +72,7 @@ class Runtime:
         self.registry = self.supervisor = self.discovery = self.health = self.keeper = self.auth_keeper = None
         self.cache: pykka.ActorRef | None = None  # the CacheKeeper (actors/caching)
         self.tasks: pykka.ActorRef | None = None  # the TaskKeeper (actors/tasks)
+        self.history: pykka.ActorRef | None = None  # each server's traffic over 15 minutes (actors/ops/history)
         self.task_ids = None  # seals the task ids handed to clients (set with the sealer, below)
         # The config file troupe runs from, for the running record and the hints that name it
         # (actors/trust/running.py): absolute, since `troupe approve` may run from anywhere.
@@ -135,6 +137,7 @@ class Runtime:
         if self._discovery_enabled():
             self._start_discovery()
         self.workflows.start(self.bus)
+        self.history = History.start(self.server_totals, history_sample_s())
         return self
 
     def _discovery_enabled(self) -> bool:
@@ -187,7 +190,8 @@ class Runtime:
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
         self.workflows.stop()
-        for ref in (self.discovery, self.tasks, self.supervisor, self.cache, self.auth_keeper, self.registry,
+        for ref in (self.history, self.discovery, self.tasks,
+                    self.supervisor, self.cache, self.auth_keeper, self.registry,
                     self.keeper, self.bus.ref if self.bus else None):
             if ref is None:
                 continue
@@ -293,6 +297,20 @@ class Runtime:
             if self.shared is not None and self.shared.bridge is not None:
                 report["cluster"]["events"] = self.shared.bridge.status()  # sent, received, dropped
         return report
+
+    def server_totals(self) -> dict:
+        """Every server's call totals now (StatsSnapshot): its retired generations' plus its live
+        one's, as /status adds them."""
+        answer = self._ask(self.supervisor, GetStatus)
+        live = self.live_stats()
+        return {name: retired.plus(live[name]) if name in live else retired
+                for name, retired in answer.retired.items()}
+
+    def history_report(self) -> dict:
+        """The dashboard's charts: each server's traffic over the last 15 minutes, the last failures."""
+        if self.history is None:
+            return {"sample_s": None, "window_s": None, "servers": {}, "failures": []}
+        return self._ask(self.history, GetHistory)
 
     def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:
         """Every live connection's StatsSnapshot, asked in parallel; one that does not answer

@@ -1,0 +1,1 @@
+"""Operating troupe: what it shows of its own traffic beyond /status (the dashboard's history)."""
