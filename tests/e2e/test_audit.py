@@ -190,3 +190,32 @@ def test_clients_eras_operator_acts_and_rotation_over_http(tmp_path):
     assert _audit_json(cfg, "--client", "bob") == bobs
     assert _audit_json(cfg, "--client", "alice", "--since", "1h") == alices
     assert [r["kind"] for r in _audit_json(cfg, "--server", "echo")] == [r["kind"] for r in lines]
+
+
+def test_meta_tools_and_a_workflow_leave_the_lines_of_the_calls_they_made(tmp_path):
+    log = tmp_path / "audit.jsonl"
+    workflow = {"name": "sum", "input_schema": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                                                "b": {"type": "integer"}}},
+                "steps": [{"id": "s", "tool": "echo__add", "args": {"a": "{{ input.a }}", "b": "{{ input.b }}"}}],
+                "output": "{{ steps.s.text }}"}
+    cfg = _config(tmp_path, [server("echo", "tests.servers.echo"), server("c", "tests.servers.cached", pin=False)],
+                  {"file": str(log)}, serve={"mode": "meta"}, workflows=[workflow])
+    t = Troupe(cfg)
+    try:
+        t.initialize()
+        assert "tools" in t.call("list_tools")["result"]["content"][0]["text"]  # the catalogue alone: no line
+        assert text_of(t.call("call_tool", {"name": "echo__echo", "arguments": {"text": SECRETS[0]}})) == SECRETS[0]
+        assert "mem://doc" in str(t.call("get_resource", {"uri": "mem://doc"})["result"])
+        assert text_of(t.call("call_tool", {"name": "workflow_sum", "arguments": {"a": 20, "b": 22}})) == "42"
+        assert '"servers"' in text_of(t.call("call_tool", {"name": "core_mcpserver_list"}))
+        lines = wait_until(lambda: (found := _lines(log)) and len(found) >= 5 and found, 10, message="five lines")
+    finally:
+        t.close()
+    assert [(r["method"], r["server"], r["target"], r["outcome"]) for r in lines] == [
+        ("tools/call", "echo", "echo", "ok"), ("resources/read", "c", "mem://doc", "ok"),
+        ("tools/call", "echo", "add", "ok"),  # the workflow's step, through the same Session
+        ("tools/call", "(workflows)", "sum", "ok"), ("tools/call", "troupe", "core_mcpserver_list", "ok")]
+    assert lines[1]["args_sha256"] is None  # a read has a URI, no arguments
+    assert lines[3]["args_sha256"] == hashlib.sha256(b'{"a":20,"b":22}').hexdigest()
+    assert lines[3]["duration_ms"] >= lines[2]["duration_ms"]  # the run holds its step
+    assert {r["session"] for r in lines} == {"stdio"} and SECRETS[0].encode() not in log.read_bytes()
