@@ -12,6 +12,7 @@ import pykka
 from loguru import logger
 
 from actors.caching import wiring as caching
+from actors.ops import acts as ops_acts, wiring as ops
 from actors.tasks import wiring as task_wiring
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
@@ -99,6 +100,7 @@ class Runtime:
         # What upstreams are told troupe can relay: everything, whoever connects (mcp.py says why).
         self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
+        self.observer = self.audit = None  # the call path's Observer and the audit writer (actors/ops)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -106,6 +108,7 @@ class Runtime:
         if self.bus is not None:
             return self  # already started
         self.bus = BusClient(EventBus.start())
+        self.observer, self.audit = ops.start(self.config, self._instance)  # (None, None) without audit.file
         writers, self._writers = self._writers, None
         assert writers is not None  # handed over once, here
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
@@ -203,6 +206,11 @@ class Runtime:
                 pass
         if self.shared is not None:  # last: the keeper's final flush goes through its link
             self.shared.stop()
+        ops.stop(self.audit)  # after every actor: the calls they ended are written too
+
+    def _instance(self) -> str | None:
+        """This troupe's name in its cluster (None alone, or until it knows the URL it serves on)."""
+        return self.cluster.config.instance if self.cluster is not None else None
 
     # ---------------------------------------------------------------- what a Session may use
 
@@ -283,6 +291,7 @@ class Runtime:
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
         report["tasks"] = task_wiring.task_status(self.tasks)
+        report["audit"] = ops.status(self.audit)
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
@@ -411,6 +420,7 @@ class Runtime:
         url, client = split_key(key)
         names = [n for n, v in self.servers.current.servers.items() if v.config.http and v.config.http.url == url]
         shown = ", ".join(sorted(names)) or redact_url(url)
+        ops_acts.record(self.observer, "sign-in", shown, client, ops_acts.OAUTH)
         return shown if client is None else f"{shown} as client {client}"
 
     def wait_settled(self, timeout: float) -> bool:

@@ -40,7 +40,8 @@ class Call:
     the wait of a BACK or SETTLING one: stopped when the call is withdrawn."""
 
     __slots__ = ("rid", "server", "method", "params", "sink", "shape", "token", "ref", "retry", "timer",
-                 "rounds", "phase", "progress_token", "work", "stop_with", "plan", "failure", "message", "principal")
+                 "rounds", "phase", "progress_token", "work", "stop_with", "plan", "failure", "message", "principal",
+                 "audit")
 
     def __init__(self, rid, sink, shape, token: int, phase: str):
         self.rid, self.sink, self.shape, self.token, self.phase = rid, sink, shape, token, phase
@@ -58,6 +59,7 @@ class Call:
         self.failure: Any = None  # BACK: the answer if the server does not come back in time
         self.message: Any = None  # SETTLING: the request, handled again once start-up settled
         self.principal: str = ""
+        self.audit: Any = None  # an ops.observer.Begun while the audit trail follows this call
 
     @property
     def parked(self) -> bool:

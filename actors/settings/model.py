@@ -196,6 +196,7 @@ class Config:
     workflows: tuple = ()  # workflows.definitions.Workflow each, from the config's `workflows:`
     workflows_dir: str | None = None  # a directory of one-workflow files, watched at run time
     cache: CacheConfig = CacheConfig()  # the response cache's store (actors/caching)
+    audit: Any = None  # an audit_section.AuditConfig when `audit.file` is set (actors/ops); None: no audit trail
 
     def profile(self, name: str | None):
         """The Profile named (None: no profile, the whole catalogue)."""

@@ -132,6 +132,7 @@ class TaskRequests:
         wait = self._ctx.server_timeout(entry.server) if form else (0.0 if legacy else mint_after or 0.0)
         call = self._fw.table.open(rid, sink, tool_outcome, FORWARDED, wait + DEADLINE_MARGIN)
         call.server, call.method, call.params, call.ref = entry.server, "tools/call", upstream, keeper
+        self._fw.began(call)
         me, token = self._me, call.token
 
         def on_reply(outcome) -> None:  # the keeper's greenlet: a tell, nothing else
@@ -184,6 +185,7 @@ class TaskRequests:
         call = self._fw.table.open(rid, sink, passthrough(), FORWARDED, wait + DEADLINE_MARGIN)
         call.server, call.method, call.params, call.ref = ref.server if ref else "troupe", method, params, \
             self._ctx.tasks
+        self._fw.began(call)
         me, token = self._me, call.token
 
         def on_reply(outcome) -> None:
