@@ -42,7 +42,7 @@ from actors.auth.access import UpstreamAuthAccess, auth_snapshot, split_key
 from actors.auth.keeper import AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
-from actors.ops.history import GetHistory, History, history_sample_s
+from actors.ops.history import GetHistory, History, history_listener, history_sample_s
 from actors.published import Published
 from actors.workflows.service import WorkflowService
 
@@ -108,7 +108,8 @@ class Runtime:
         if self.bus is not None:
             return self  # already started
         self.bus = BusClient(EventBus.start())
-        self.observer, self.audit = ops.start(self.config, self._instance)  # (None, None) without audit.file
+        self.history = History.start(self.server_totals, history_sample_s())
+        self.observer, self.audit = ops.start(self.config, self._instance, (history_listener(self.history),))
         writers, self._writers = self._writers, None
         assert writers is not None  # handed over once, here
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
@@ -140,7 +141,6 @@ class Runtime:
         if self._discovery_enabled():
             self._start_discovery()
         self.workflows.start(self.bus)
-        self.history = History.start(self.server_totals, history_sample_s())
         return self
 
     def _discovery_enabled(self) -> bool:

@@ -20,6 +20,7 @@ import gevent
 import pykka
 from loguru import logger
 
+from actors.ops import records
 from actors.tells import tell
 from actors.upstream.stats import LATENCY_BUCKETS, StatsSnapshot
 
@@ -65,6 +66,20 @@ class GetHistory:
     """Asked by the HTTP front (GET /api/history). Reply: the charts' data (History.report)."""
 
     reply: pykka.ThreadingFuture
+
+
+FAILED = frozenset({records.IS_ERROR, records.ERROR, records.TIMEOUT, records.RATE_LIMITED})
+
+
+def history_listener(history) -> Callable[[Any], None]:
+    """An Observer listener telling `history` of each call that failed or was refused (a summary:
+    who, which server and tool, the outcome and code; never arguments). Runs in the reporting
+    Session's greenlet: a tell, nothing else."""
+    def listen(record) -> None:
+        if isinstance(record, records.CallRecord) and record.outcome in FAILED:
+            tell(history, CallFailed(record.time, record.client, record.server or "troupe", record.target or
+                                     record.method, record.outcome, record.code, records.code_text(record.code)))
+    return listen
 
 
 def quantile_ms(buckets: tuple, q: float) -> float | None:

@@ -23,11 +23,13 @@ class Observer:
     queues; one that raises is logged and stops nothing (the call path must not fail for its
     audit)."""
 
-    __slots__ = ("instance", "_listeners")
+    __slots__ = ("instance", "_listeners", "digest")
 
-    def __init__(self, instance: Callable[[], str | None], listeners: tuple[Listener, ...]) -> None:
+    def __init__(self, instance: Callable[[], str | None], listeners: tuple[Listener, ...],
+                 digest: bool = True) -> None:
         self.instance = instance
         self._listeners = listeners
+        self.digest = digest  # the arguments' SHA-256 in each record (the audit trail's; no one else needs it)
 
     def report(self, record: CallRecord | ActRecord) -> None:
         """Hand `record` to every listener."""
@@ -79,7 +81,8 @@ class SessionAudit:
     def begin_named(self, method: str, server: str | None, target: str | None, arguments: Any, sink) -> Begun:
         """A call of `target` with `arguments` (a core tool, a workflow run) is accepted."""
         era = "legacy" if modern.envelope_of(sink) is None else "modern"
-        return Begun(time.time(), time.monotonic(), era, method, server, target, records.args_digest(arguments))
+        digest = records.args_digest(arguments) if self._observer.digest else None
+        return Begun(time.time(), time.monotonic(), era, method, server, target, digest)
 
     def answered(self, begun: Begun, outcome: Any, from_cache: bool = False) -> None:
         """The call ended with `outcome` (an UpstreamError, a result, or a whole answer: see

@@ -144,3 +144,16 @@ def target_and_arguments(method: str, params: Any) -> tuple[str | None, Any]:
         name = (ref.get("name") or ref.get("uri")) if isinstance(ref, dict) else None
         return (name if isinstance(name, str) else None), params.get("argument")
     return None, {k: v for k, v in params.items() if k != "_meta"}
+
+
+# What a JSON-RPC code means, in a word or two (the dashboard's last failures say why with it).
+_CODE_TEXTS = {jsonrpc.PARSE_ERROR: "parse error", jsonrpc.INVALID_REQUEST: "invalid request",
+               jsonrpc.METHOD_NOT_FOUND: "method not found", jsonrpc.INVALID_PARAMS: "invalid params",
+               jsonrpc.INTERNAL_ERROR: "internal error", jsonrpc.RESOURCE_NOT_FOUND: "resource not found",
+               jsonrpc.REQUEST_TIMEOUT: "no answer in time", jsonrpc.SERVER_UNAVAILABLE: "server unavailable",
+               -32003: "rate limited", -32021: "missing capability"}
+
+
+def code_text(code: int | None) -> str:
+    """A JSON-RPC error code's meaning ("" for none, or one troupe does not name)."""
+    return _CODE_TEXTS.get(code, "") if code is not None else ""

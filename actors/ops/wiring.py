@@ -9,14 +9,17 @@ from actors.ops.observer import Observer
 from actors.ops.writer import AuditWriter
 
 
-def start(config, instance: Callable[[], str | None]) -> tuple[Observer | None, AuditWriter | None]:
-    """(the Observer, the AuditWriter) for `config`; (None, None) without an audit trail, so the
-    call path's one check is `observer is None`. `instance()` names this troupe in a cluster."""
+def start(config, instance: Callable[[], str | None],
+          listeners: tuple = ()) -> tuple[Observer | None, AuditWriter | None]:
+    """(the Observer, the AuditWriter) for `config`: the audit writer and `listeners` (the
+    dashboard's last failures) hear every record; (None, None) with neither, so the call path's one
+    check is `observer is None`. Arguments are digested only for the audit trail.
+    `instance()` names this troupe in a cluster."""
     audit = config.audit
     if audit is None:
-        return None, None
+        return (Observer(instance, tuple(listeners), digest=False) if listeners else None), None
     writer = AuditWriter(AuditFile(audit.file, audit.max_bytes, audit.keep)).start()
-    return Observer(instance, (writer.offer,)), writer
+    return Observer(instance, (writer.offer, *listeners)), writer
 
 
 def status(writer: AuditWriter | None) -> dict:

@@ -198,12 +198,16 @@ def test_traffic_charts_show_each_servers_calls_and_latency(tmp_path, browser):
             points = requests.get(t.base + "/api/history", headers=auth, timeout=10).json()["servers"].get("echo", [])
             return any(p[1] > 0 and p[3] is not None for p in points)
         wait_until(busy, 20, message="a point with echo's calls/s and p50")
+        client.call("echo__fail", {"secret": "do-not-show-4d1f"})  # a tool error: among the last failures
         client.close()
         history = requests.get(t.base + "/api/history", headers=auth, timeout=10).json()
         assert history["sample_s"] == 0.5 and history["window_s"] == 900
         busiest = max(history["servers"]["echo"], key=lambda p: p[1])
         assert busiest[1] > 0 and 0 < busiest[3] <= busiest[4]  # calls/s, p50 ≤ p95 (ms)
         assert all(p[1] == 0 for p in history["servers"].get("idle", []))
+        failed = history["failures"][0]
+        assert (failed["server"], failed["name"], failed["outcome"]) == ("echo", "fail", "is_error"), failed
+        assert "do-not-show-4d1f" not in json.dumps(history)
 
         page = browser.open(t.base + "/")
         wait_until(lambda: page.js("!document.getElementById('auth').hidden"), 10, message="token form shown")
@@ -212,6 +216,10 @@ def test_traffic_charts_show_each_servers_calls_and_latency(tmp_path, browser):
         wait_until(lambda: page.js("!!document.querySelector('#traffic .chart[data-server=\"echo\"] svg path.calls')"),
                    20, message="the page draws echo's chart")
         assert "calls/s" in page.text("#traffic") and "p95" in page.text("#traffic")
+        wait_until(lambda: page.js("!!document.querySelector('#failures tr[data-outcome=\"is_error\"]')"), 20,
+                   message="the page lists the failed call")
+        failures = page.text("#failures")
+        assert "echo" in failures and "fail" in failures and "do-not-show-4d1f" not in failures
         page.screenshot(TRAFFIC_SCREENSHOT)
     finally:
         assert t.stop() == 0

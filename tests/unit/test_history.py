@@ -87,3 +87,22 @@ def test_the_sample_interval_can_be_set_within_bounds(monkeypatch):
     for raw, want in (("0.5", 0.5), ("oops", history.SAMPLE_S), ("0", history.SAMPLE_S), ("1000", history.SAMPLE_S)):
         monkeypatch.setenv("TROUPE_HISTORY_SAMPLE_S", raw)
         assert history.history_sample_s() == want
+
+
+def test_the_listener_tells_the_history_of_failures_only_and_never_arguments(actor):
+    from actors.ops.records import ActRecord, CallRecord
+    listen = history.history_listener(actor)
+
+    def record(outcome: str, code=None) -> CallRecord:
+        return CallRecord(5.0, None, "alice", "all", "s1", "modern", "tools/call", "echo", "fail", "ab" * 32,
+                          outcome, code, 1.0, None)
+    listen(record("ok"))
+    listen(record("cache_hit"))
+    listen(record("cancelled"))
+    listen(ActRecord(5.0, None, "approve", "echo", "root", "cli"))
+    listen(record("is_error"))
+    listen(record("rate_limited", -32003))
+    failures = _report(actor)["failures"]
+    assert [(f["outcome"], f["code"], f["message"]) for f in failures] == [
+        ("rate_limited", -32003, "rate limited"), ("is_error", None, "")]
+    assert all("ab" * 32 not in str(f) for f in failures)
