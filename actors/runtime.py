@@ -42,6 +42,7 @@ from actors.auth.keeper import AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
 from actors.published import Published
+from actors.ratelimit import limiter as rate_limiter
 from actors.workflows.service import WorkflowService
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
@@ -97,6 +98,8 @@ class Runtime:
         # What upstreams are told troupe can relay: everything, whoever connects (mcp.py says why).
         self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
+        # Rate limits: Sessions check them on each call to a server; a reload gives new ones.
+        self.rates = rate_limiter.for_config(config)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -199,6 +202,7 @@ class Runtime:
                 pass
         if self.shared is not None:  # last: the keeper's final flush goes through its link
             self.shared.stop()
+        self.rates.close()
 
     # ---------------------------------------------------------------- what a Session may use
 
@@ -279,6 +283,7 @@ class Runtime:
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
         report["tasks"] = task_wiring.task_status(self.tasks)
+        report["rates"] = self.rates.report()
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
