@@ -1,8 +1,10 @@
 """The cluster's shared buckets on a real Redis: the Lua script takes from all of a call's buckets
-or none, two limiters (two instances) draw on one bucket, and a Redis that is gone lets calls
-through at once (fail open, counted) and is asked again after a quiet second."""
+or none, two limiters (two instances) draw on one bucket, and a Redis that is gone, or too slow
+to answer within REDIS_TIMEOUT_S, lets calls through at once (fail open, counted) and is asked
+again after a quiet second."""
 from __future__ import annotations
 
+import threading
 import time
 from types import MappingProxyType
 
@@ -77,3 +79,48 @@ def test_a_redis_that_is_gone_lets_calls_through_counted_and_is_tried_again(redi
         assert time.monotonic() - started >= QUIET_S  # not asked again before its quiet second was over
     finally:
         limiter.close()
+
+
+# Keeps a real Redis busy (it serves nobody else meanwhile) for ARGV[1] seconds of its own clock.
+BUSY = """local s = redis.call('TIME'); local start = s[1] * 1e6 + s[2]
+while true do local t = redis.call('TIME'); if t[1] * 1e6 + t[2] - start > tonumber(ARGV[1]) * 1e6 then return 1 end end"""
+
+
+def test_a_slow_redis_costs_one_call_the_bound_and_no_more(redis):
+    limiter = _limiter(redis, profiles={"bots": Rate(60.0, 5)})
+    try:
+        assert limiter.admit("bot", "bots", "s", "tools/call") is None  # the link is open, the script loaded
+        import redis as redis_py
+        blocker = redis_py.Redis.from_url(redis.url)
+        busy = threading.Thread(target=lambda: blocker.eval(BUSY, 0, 1.0))
+        busy.start()
+        try:
+            wait_until(lambda: _blocked(redis.url), 5, message="Redis busy")
+            started = time.monotonic()
+            assert limiter.admit("bot", "bots", "s", "tools/call") is None  # gave up: fail open
+            took = time.monotonic() - started
+            assert took < REDIS_TIMEOUT_S * 3, took  # one bound, never redis-py's retries on top
+            assert limiter.admit("bot", "bots", "s", "tools/call") is None  # quiet: not even tried
+            assert time.monotonic() - started < REDIS_TIMEOUT_S * 3
+        finally:
+            busy.join()
+            blocker.close()
+        bucket = limiter.report()["buckets"][0]
+        assert (bucket["allowed"], bucket["fail_open"]) == (1, 2)
+    finally:
+        limiter.close()
+
+
+def _blocked(url: str) -> bool:
+    """True while Redis takes longer than 0.1 s to answer a PING."""
+    import redis as redis_py
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    probe = redis_py.Redis.from_url(url, socket_timeout=0.1, retry=Retry(NoBackoff(), 0))
+    try:
+        probe.ping()
+        return False
+    except redis_py.TimeoutError:
+        return True
+    finally:
+        probe.close()
