@@ -34,7 +34,7 @@ class Refusal:
         what = {PROFILE: f"profile {self.name!r}", SERVER: f"server {self.name!r}",
                 ANONYMOUS: "anonymous clients (serve.rate)"}.get(self.scope, self.name)
         per_minute = self.limit.shown()["per_minute"]
-        return (f"rate limit reached: {what} allows {per_minute} calls per minute (burst {self.limit.burst}); "
+        return (f"rate limit reached for {what} ({per_minute}/min, burst {self.limit.burst}): "
                 f"retry in {self.retry_after_s:g}s")
 
     def data(self) -> dict:

@@ -76,7 +76,7 @@ def test_a_burst_past_the_bucket_is_refused_and_other_profiles_go_on(troupe, tmp
         refused = bot.call("echo__echo", {"text": "one too many"})
         error = refused["error"]
         assert error["code"] == RATE_LIMITED, refused
-        assert "profile 'bots'" in error["message"] and "1 calls per minute (burst 3)" in error["message"]
+        assert error["message"].startswith("rate limit reached for profile 'bots' (1/min, burst 3): retry in ")
         data = error["data"]
         assert data["scope"] == "profile" and data["name"] == "bots"
         assert data["limit"] == {"per_minute": 1, "burst": 3}

@@ -60,7 +60,7 @@ def test_a_burst_past_the_profile_bucket_is_refused_with_when_to_retry():
     assert error["id"] == 7 and error["error"]["code"] == jsonrpc.RATE_LIMITED == -32003
     assert error["error"]["data"] == {"retry_after_s": 0.5, "limit": {"per_minute": 120, "burst": 2},
                                       "scope": "profile", "name": "bots"}
-    assert "profile 'bots'" in error["error"]["message"] and "120 calls per minute" in error["error"]["message"]
+    assert error["error"]["message"] == "rate limit reached for profile 'bots' (120/min, burst 2): retry in 0.5s"
     assert retry_after_header(error) == ("Retry-After", "1") and TOO_MANY.startswith("429")
     assert is_refusal(error)
     assert not is_refusal(jsonrpc.error(7, jsonrpc.RATE_LIMITED, "an upstream's own -32003"))
