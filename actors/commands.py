@@ -9,6 +9,7 @@ import time
 
 import orjson
 
+from actors.ratelimit import report as rate_report
 from actors.settings import config as config_mod
 
 DEFAULT_URL = os.environ.get("TROUPE_URL", "http://127.0.0.1:8765")
@@ -80,6 +81,9 @@ def render_table(report: dict) -> str:
     tasks = task_line(report.get("tasks"))
     if tasks:
         lines.append(tasks)
+    rates = rate_report.line(report.get("rates"))
+    if rates:
+        lines.append(rates)
     disc = report.get("discovery")
     if isinstance(disc, dict) and disc:
         lines.append(f"discovery: {orjson.dumps(disc).decode()[:300]}")

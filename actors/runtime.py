@@ -44,6 +44,7 @@ from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
 from actors.ops.history import GetHistory, History, history_listener, history_sample_s
 from actors.published import Published
+from actors.ratelimit import limiter as rate_limiter
 from actors.workflows.service import WorkflowService
 
 ASK_TIMEOUT = 10.0  # edge code never waits longer than this for an actor's answer
@@ -101,6 +102,8 @@ class Runtime:
         self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
         self.observer = self.audit = None  # the call path's Observer and the audit writer (actors/ops)
+        # Rate limits: Sessions check them on each call to a server; a reload gives new ones.
+        self.rates = rate_limiter.for_config(config)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -207,6 +210,7 @@ class Runtime:
         if self.shared is not None:  # last: the keeper's final flush goes through its link
             self.shared.stop()
         ops.stop(self.audit)  # after every actor: the calls they ended are written too
+        self.rates.close()
 
     def _instance(self) -> str | None:
         """This troupe's name in its cluster (None alone, or until it knows the URL it serves on)."""
@@ -292,6 +296,7 @@ class Runtime:
         report["cache"] = caching.cache_status(self.cache)
         report["tasks"] = task_wiring.task_status(self.tasks)
         report["audit"] = ops.status(self.audit)
+        report["rates"] = self.rates.report()
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus

@@ -13,6 +13,7 @@ from _bench_rpc import LOGS, PYTHON, ROOT, HttpRpc, Proc, StdioRpc, free_port, w
 PEERS = Path(os.environ.get("TROUPE_PEERS_DIR", ROOT / ".peers"))
 EVERYTHING = PEERS / "node_modules" / ".bin" / "mcp-server-everything"
 STARTUP_WAIT = 120.0  # troupe's first tools/list waits this long at most for its backends to connect
+BENCH_RATE = {"per_minute": 10_000_000, "burst": 1_000_000}  # TROUPE_BENCH_RATE=1: a limit never reached
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,13 @@ def http_entry(name: str, url: str, prefix: str | None = None) -> dict:
 
 def troupe_config(label: str, servers: list[dict], mode: str = "flat") -> Path:
     path = LOGS / f"troupe-{label}.yaml"
-    path.write_text(yaml.safe_dump({"servers": servers, "serve": {"mode": mode, "startup_wait": STARTUP_WAIT},
-                                    "discovery": {"enabled": False}}))
+    serve: dict = {"mode": mode, "startup_wait": STARTUP_WAIT}
+    if os.environ.get("TROUPE_BENCH_RATE") == "1":
+        # Every call checked against two rate limits it never reaches (the anonymous clients' and
+        # its server's): what an active limit adds to a call (actors/ratelimit).
+        serve["rate"] = BENCH_RATE
+        servers = [{**s, "rate": BENCH_RATE} for s in servers]
+    path.write_text(yaml.safe_dump({"servers": servers, "serve": serve, "discovery": {"enabled": False}}))
     return path
 
 

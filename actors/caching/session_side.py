@@ -74,14 +74,17 @@ class CacheSide:
     # ---------------------------------------------------------------- the call
 
     def forward(self, plan: Plan | None, rid, server: str, method: str, params: dict, sink, shape,
-                        progress_token=None, retry: bool | None = None) -> None:
+                        progress_token=None, retry: bool | None = None, admitted: bool = False) -> None:
         """`_forward`, answered from the cache when `plan` finds an entry there. The lookup is a
         phase of the call in the Session's call table: a cancel withdraws it, and its deadline
-        (LOOKUP_DEADLINE) sends the call on without the cache."""
+        (LOOKUP_DEADLINE) sends the call on without the cache. The rate limits are checked first
+        (unless the caller did: `admitted`), a cache hit included: a limit counts requests."""
+        if not admitted and not self._fw.admit(rid, server, method, sink):
+            return
         cache = self._ctx.cache
         if plan is None or cache is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):
             # not cacheable, or a modern client's next round of a call that asked for input
-            self._fw.forward(rid, server, method, params, sink, shape, progress_token, retry)
+            self._fw.forward(rid, server, method, params, sink, shape, progress_token, retry, admitted=True)
             return
         call = self._table.open(rid, sink, shape, LOOKUP, LOOKUP_DEADLINE)
         call.server, call.method, call.params, call.progress_token, call.plan = server, method, params, \

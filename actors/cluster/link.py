@@ -26,14 +26,15 @@ class RedisLink:
     """A redis-py client with its health: `up`, `since` and `reason` for /status. Keys are built
     with `key(...)` under the cluster's prefix, so several clusters may share one Redis."""
 
-    def __init__(self, url: str, prefix: str = "troupe") -> None:
+    def __init__(self, url: str, prefix: str = "troupe", timeout: float = COMMAND_TIMEOUT_S) -> None:
         try:
             import redis
         except ImportError:  # the single-instance install does not pull it in
             raise RuntimeError("cluster mode needs the redis package: pip install 'mcp-troupe[cluster]'") from None
         self._errors = (redis.RedisError, OSError)
-        self.client = redis.Redis.from_url(url, socket_timeout=COMMAND_TIMEOUT_S,
-                                           socket_connect_timeout=COMMAND_TIMEOUT_S, retry_on_timeout=False)
+        # `timeout`: a link on a hot path (actors/ratelimit/shared.py) gives up far sooner
+        self.client = redis.Redis.from_url(url, socket_timeout=timeout,
+                                           socket_connect_timeout=timeout, retry_on_timeout=False)
         self.url, self.prefix = url, prefix
         self.up = False
         self.failed = False  # the last command failed (not merely: none made yet)

@@ -46,6 +46,7 @@ class SessionContext:
     tasks: Any = None  # the TaskKeeper's ref (actors/tasks), or None when tasks are off
     task_ids: Any = None  # the TaskIds that seal and open the task ids handed to clients
     observer: Any = None  # the ops.observer.Observer told how each call ended, or None (no audit trail)
+    rates: Any = None  # the RateLimiter (actors/ratelimit): checked before each call to a server
 
 
 def for_runtime(rt) -> SessionContext:
@@ -65,4 +66,4 @@ def for_runtime(rt) -> SessionContext:
         notify_upstreams=rt.notify_upstreams, client_left=rt.client_left,
         run_core=lambda name, args, view: coretools.run(name, args, rt, view),
         slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT),
-        tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer)
+        tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer, rates=rt.rates)

@@ -150,14 +150,35 @@ class Forwarder:
 
     # ---------------------------------------------------------------- forwarded calls
 
+    def admit(self, rid, server: str, method: str, sink, params=None) -> bool:
+        """The client's rate limits (actors/ratelimit) let this call to `server` go: True, or False
+        once it is answered with the refusal (at once, never queued; in the audit trail and the
+        dashboard's last failures as `rate_limited`). A modern client's next input round continues
+        a call that was counted already."""
+        rates = self._ctx.rates
+        if rates is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):
+            return True
+        view = self._view
+        refusal = rates.admit(view.client_name, view.profile.name if view.profile is not None else None,
+                              server, method, self._key)
+        if refusal is None:
+            return True
+        if self.audit is not None:
+            self.audit.refused(method, server, params, sink, audit.RATE_LIMITED, jsonrpc.RATE_LIMITED)
+        sink(refusal.error(rid))
+        return False
+
     def forward(self, rid, server: str, method: str, params: dict, sink, shape, progress_token=None,
-                retry: bool | None = None) -> None:
+                retry: bool | None = None, admitted: bool = False) -> None:
         """Accept a call for the owning connection; `shape(rid, outcome)` builds its one answer.
+        Checked against the rate limits first, unless the caller did (`admitted`).
 
         An idempotent read whose connection died under it is sent once more when the
         server is back (bounded, and in the table: a cancel stops it); a tools/call only when
         `retry` says so.
         """
+        if not admitted and not self.admit(rid, server, method, sink, params):
+            return
         if isinstance(sink, modern.ModernSink) and sink.retry is not None:  # a modern client's next round
             continued = self.rounds.continue_round(rid, server, method, params, sink, shape)
             if continued is None:

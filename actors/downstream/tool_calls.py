@@ -149,11 +149,13 @@ class ToolRequests:
             upstream["_meta"] = {k: v for k, v in meta.items() if k != "progressToken"}
         retry = bool((entry.definition.get("annotations") or {}).get("idempotentHint")) and \
             self._ctx.retry_tools(entry.server)
+        if not self._fw.admit(rid, entry.server, "tools/call", sink, upstream):  # past a rate limit: refused now
+            return
         plan = self._cache.tool_plan(entry.server, entry.original, entry.definition, args)  # None: not cached
         if plan is None and self._tasks.call(rid, entry, upstream, params, sink):
             return  # a task-capable client's call: the TaskKeeper answers it (a task, or the result)
         self._cache.forward(plan, rid, entry.server, "tools/call", upstream, sink, plain_tool_outcome, token,
-                            retry=retry)
+                            retry=retry, admitted=True)
 
     def _meta(self, rid, name, args, params, sink, cat: Catalogue, msg) -> None:
         if name != "list_core_tools" and name != "call_tool" and self._fw.starting_up():

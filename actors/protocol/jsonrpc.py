@@ -20,6 +20,9 @@ RESOURCE_NOT_FOUND = -32002
 # troupe's own, outside the spec's reserved -32020..-32099 range.
 REQUEST_TIMEOUT = -32001
 SERVER_UNAVAILABLE = -32000
+# A client past one of its rate limits (actors/ratelimit): refused at once, never queued; its data
+# says which limit and when to retry (retry_after_s). Over stateless HTTP also 429 + Retry-After.
+RATE_LIMITED = -32003
 
 
 def encode(message: dict | list) -> bytes:

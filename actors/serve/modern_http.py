@@ -23,6 +23,7 @@ from actors.messages import ClientGone, ClientMessage
 from actors.protocol import jsonrpc, mcp, modern
 from actors.protocol.mcp import MODERN_VERSIONS
 from actors.protocol.modern import HEADER_MISMATCH
+from actors.ratelimit.refusal import TOO_MANY, is_refusal, retry_after_header
 from actors.serve import modern_headers, sse_framing as sse
 from actors.serve.listener import SOCKET_KEY
 from actors.serve.security import CLIENT_KEY
@@ -193,6 +194,9 @@ class ModernFront:
                 answer = outward(call, first)
                 error = answer.get("error")
                 code = error.get("code") if isinstance(error, dict) else None
+                if code == jsonrpc.RATE_LIMITED and is_refusal(answer):  # HTTP says so too, and when to retry
+                    return TOO_MANY, [("Content-Type", "application/json"), retry_after_header(answer)], \
+                        jsonrpc.encode(answer)
                 return _json(STATUS.get(code, "200 OK") if isinstance(code, int) else "200 OK", answer)
             if first is _CLOSING and not wants_sse:
                 call.answered = True

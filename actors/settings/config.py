@@ -14,7 +14,7 @@ from typing import Any, Mapping, TypeVar, overload
 from actors.settings import audit_section, cache_section, profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
-from actors.settings import tasks_section, upstream_auth, workflows_section
+from actors.settings import rate_section, tasks_section, upstream_auth, workflows_section
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -154,10 +154,11 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     workflows, workflows_dir = workflows_section.parse(data, loc, check.fail, lambda text: expand(text, builtins), base)
     cache = cache_section.store(data.get("cache"), check.fail)
     audit = audit_section.parse(data.get("audit"), check, lambda text: expand(text, builtins), base)
+    rates = rate_section.parse(data, check.fail)
     if check.problems:
         raise ConfigError(check.problems)
     return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles,
-                  workflows, workflows_dir, cache, audit=audit)
+                  workflows, workflows_dir, cache, rates, audit=audit)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:
@@ -179,7 +180,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
                               "pin", "placement", "auth", "cache", "share", "max_tools", "max_tool_bytes",
-                              "tasks"}, path)
+                              "tasks", "rate"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from actors.catalogue.views import Profile
 from actors.settings.model import DEFAULT_CLIENT_SESSIONS, ClientEntry
 
-_PROFILE_KEYS = {"servers", "tools", "read_only", "max_sessions"}
+_PROFILE_KEYS = {"servers", "tools", "read_only", "max_sessions", "rate"}  # rate: settings/rate_section.py
 _CLIENT_KEYS = {"name", "token", "token_env", "profile"}
 
 

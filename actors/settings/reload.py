@@ -22,8 +22,9 @@ SETTLE_TRIES = 10
 class ConfigWatcher(Poller):
     """Re-reads the config file when it changes (or on reload()) and reconciles the servers.
 
-    Only the servers section is applied live: servers added, removed or changed are
-    started, stopped or restarted; unchanged ones keep running with their in-flight calls.
+    Only the servers section and the rate limits are applied live: servers added, removed or
+    changed are started, stopped or restarted; unchanged ones keep running with their in-flight
+    calls; the RateLimiter takes the new limits (a limit's change restarts nothing).
     """
 
     def __init__(self, runtime, path: str | os.PathLike, interval: float = POLL_S):
@@ -102,8 +103,10 @@ class ConfigWatcher(Poller):
                 return None
             self._loaded = {s.name: s for s in new.servers if s.source == "config"}
             # Sessions and passthrough read runtime.config.servers; serve/CLI overrides stay as started.
-            self.rt.config = dataclasses.replace(self.rt.config, servers=new.servers, workflows=new.workflows)
+            self.rt.config = dataclasses.replace(self.rt.config, servers=new.servers, workflows=new.workflows,
+                                                 rates=new.rates)
             self.rt.workflows.config_changed(new)
+            self.rt.rates.reconfigure(new.rates)  # rate limits apply live (actors/ratelimit)
             self._report(new, result)
             return result
 

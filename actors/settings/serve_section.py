@@ -40,7 +40,7 @@ def parse(data: Any, check: _Checker, expand: Callable[[str, Mapping[str, str]],
                               "allowed_origins", "allowed_hosts", "startup_wait", "json_response",
                               "client_admin", "session_idle", "max_sessions", "header_timeout",
                               "max_connections", "max_batch", "stream_buffer_bytes", "state_key", "clients",
-                              "profile", "tasks"}, "serve")
+                              "profile", "tasks", "rate"}, "serve")  # rate: settings/rate_section.py
     transport = check.typed(data, "transport", "serve", str, "stdio")
     if transport not in SERVE_TRANSPORTS:
         check.fail("serve.transport", f"{transport!r} is not one of {', '.join(SERVE_TRANSPORTS)}")

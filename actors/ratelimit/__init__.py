@@ -1,0 +1,1 @@
+"""Rate limits per client: token buckets on the requests that reach servers (see limiter.py)."""
