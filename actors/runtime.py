@@ -12,6 +12,7 @@ import pykka
 from loguru import logger
 
 from actors.caching import wiring as caching
+from actors.ops import trace_wiring
 from actors.tasks import wiring as task_wiring
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
@@ -97,6 +98,7 @@ class Runtime:
         # What upstreams are told troupe can relay: everything, whoever connects (mcp.py says why).
         self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
+        self.tracing = None  # actors.ops.tracing.Tracing once started, when traces are exported
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -104,6 +106,7 @@ class Runtime:
         if self.bus is not None:
             return self  # already started
         self.bus = BusClient(EventBus.start())
+        self.tracing = trace_wiring.start(self.config.telemetry, self.config.serve.transport)
         writers, self._writers = self._writers, None
         assert writers is not None  # handed over once, here
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
@@ -199,6 +202,8 @@ class Runtime:
                 pass
         if self.shared is not None:  # last: the keeper's final flush goes through its link
             self.shared.stop()
+        if self.tracing is not None:  # after every actor: their last spans go too
+            trace_wiring.stop(self.tracing)
 
     # ---------------------------------------------------------------- what a Session may use
 
@@ -279,6 +284,8 @@ class Runtime:
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
         report["tasks"] = task_wiring.task_status(self.tasks)
+        if self.tracing is not None:
+            report["tracing"] = trace_wiring.report(self.tracing)
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from actors import redact
 from actors.settings.cache_section import CacheConfig, ServerCache
+from actors.ops.trace_settings import TelemetryConfig
 from actors.settings.upstream_auth import UpstreamAuth
 
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
@@ -196,6 +197,7 @@ class Config:
     workflows: tuple = ()  # workflows.definitions.Workflow each, from the config's `workflows:`
     workflows_dir: str | None = None  # a directory of one-workflow files, watched at run time
     cache: CacheConfig = CacheConfig()  # the response cache's store (actors/caching)
+    telemetry: TelemetryConfig = TelemetryConfig()  # where spans go (actors/ops/trace_settings.py)
 
     def profile(self, name: str | None):
         """The Profile named (None: no profile, the whole catalogue)."""
