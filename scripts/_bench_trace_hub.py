@@ -17,9 +17,11 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
 
 import gevent  # noqa: E402
 import orjson  # noqa: E402
+from opentelemetry.trace import SpanKind  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -63,7 +65,7 @@ def main() -> None:
     began = time.perf_counter()
     while made < args.spans:
         for _ in range(min(args.burst, args.spans - made)):
-            tracing.tracer.start_span("tools/call b__echo", attributes=attributes).end()
+            tracing.recorder.start("tools/call b__echo", SpanKind.SERVER, None, dict(attributes)).end()
             made += 1
         gevent.sleep(0.05)  # calls arrive in bursts; the export greenlet runs in between
     gevent.sleep(2.5)  # the last batches leave (schedule delay 1 s) or time out
@@ -72,11 +74,10 @@ def main() -> None:
     tick.join()
 
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    spans = []
+    spans: list = []
+    tracing.recorder.add_processor(SimpleNamespace(on_end=spans.append))
     for _ in range(MAX_EXPORT_BATCH):
-        span = tracing.tracer.start_span("tools/call b__echo", attributes=attributes)
-        span.end()
-        spans.append(span)
+        tracing.recorder.start("tools/call b__echo", SpanKind.SERVER, None, dict(attributes)).end()
     t0 = time.perf_counter()
     encode_spans(spans).SerializePartialToString()
     encode_ms = (time.perf_counter() - t0) * 1000

@@ -4,12 +4,15 @@
   direct   the backend alone (its own pipes): the floor
   off      through troupe (stdio in, stdio out), no telemetry: troupe's own added latency is off - direct
   on       through troupe with telemetry.otlp_endpoint set, exporting to a real OTLP/HTTP receiver
-           (tests/support/otlp_receiver.py, in this process): a SERVER and a CLIENT span per call,
+           (tests/support/otlp_receiver.py, in a process of its own): a SERVER and a CLIENT span per call,
            the client's traceparent in _meta taken in and troupe's passed on
+  sampled  the same with OTEL_TRACES_SAMPLER=traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1: one call in
+           ten recorded and exported, the context still passed on for every call
 
 and prints tracing's added p50 (on - off) as a ratio of troupe's own (off - direct); the goal is
 under 0.10. Every call carries the same `_meta.traceparent`, so the bytes on the wire match. Rounds
-alternate the three, so a machine busy with other work slows them alike; the CPU each troupe used
+alternate the ways, each starting the round in turn, so a machine busy with other work (or
+with the export of the round before) slows them alike; the CPU each troupe used
 per call is printed too (from /proc), and the spans the receiver took.
 
 With --hub, it measures instead how long the export holds the gevent hub (scripts/_bench_trace_hub.py,
@@ -28,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import orjson
@@ -36,8 +40,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support.otlp_receiver
 
-from _bench_paths import bench_backend, stdio_entry, troupe_stdio  # noqa: E402
-from _bench_rpc import LOGS, StdioRpc, percentiles, stop_all  # noqa: E402
+from _bench_paths import bench_backend, stdio_entry, troupe_cmd, troupe_stdio  # noqa: E402
+from _bench_rpc import LOGS, PYTHON, Proc, StdioRpc, percentiles, stop_all  # noqa: E402
 from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 
 GOAL = 0.10  # tracing's added p50 / troupe's own added p50
@@ -58,49 +62,64 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def _spans_taken(url: str) -> int:
+    with urllib.request.urlopen(url + "/spans", timeout=10) as resp:
+        return int(resp.read())
+
+
 def measure(calls: int, rounds: int) -> dict:
-    receiver = OtlpReceiver()
+    receiver = Proc([PYTHON, "-m", "tests.support.otlp_receiver", "--count-only"], label="otlp-receiver",
+                    pipes=False)
+    base = receiver.wait_for_stderr(r"serving (http://\S+)/v1/traces", 30).group(1)
     backend = bench_backend()
     direct = StdioRpc(list(backend.cmd), label="trace-bench-direct")
     off = troupe_stdio("trace-off", _config("off", None))
-    on = troupe_stdio("trace-on", _config("on", {"otlp_endpoint": receiver.url, "service_name": "trace-bench"}))
+    telemetry = {"otlp_endpoint": base, "service_name": "trace-bench"}
+    on = troupe_stdio("trace-on", _config("on", telemetry))
+    sampled = StdioRpc(troupe_cmd(_config("sampled", telemetry)), label="troupe-stdio-trace-sampled",
+                       env={"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"})
+    troupes = {"off": off, "on": on, "sampled": sampled}
     try:
-        for rpc in (direct, off, on):
+        for rpc in (direct, off, on, sampled):
             rpc.initialize()
-        for rpc in (off, on):
+        for rpc in troupes.values():
             assert any(t["name"] == "b__echo" for t in rpc.list_tools()), "troupe lists b__echo"
         meta = {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
         args = {"name": "echo", "arguments": {"text": "hello"}, "_meta": meta}
         via = {"name": "b__echo", "arguments": {"text": "hello"}, "_meta": meta}
         ways = {"direct": lambda: direct.request("tools/call", args),
                 "off": lambda: off.request("tools/call", via),
-                "on": lambda: on.request("tools/call", via)}
+                "on": lambda: on.request("tools/call", via),
+                "sampled": lambda: sampled.request("tools/call", via)}
         for fn in ways.values():  # warm-up
             for _ in range(max(50, calls // 10)):
                 fn()
         samples: dict[str, list[float]] = {way: [] for way in ways}
-        cpu = {"off": 0.0, "on": 0.0}
+        cpu = dict.fromkeys(troupes, 0.0)
         clock = time.perf_counter
-        for _ in range(rounds):
-            for way, fn in ways.items():
-                before = _cpu_s(off.pid if way == "off" else on.pid) if way in cpu else 0.0
+        order = list(ways)
+        for turn in range(rounds):
+            # each way follows each other in turn: the one after `on` shares the cores with its export
+            for way in order[turn % len(order):] + order[:turn % len(order)]:
+                fn = ways[way]
+                before = _cpu_s(troupes[way].pid) if way in troupes else 0.0
                 for _ in range(calls // rounds):
                     t0 = clock()
                     fn()
                     samples[way].append(clock() - t0)
-                if way in cpu:
-                    cpu[way] += _cpu_s(off.pid if way == "off" else on.pid) - before
-        counted = sum(len(s) for w, s in samples.items() if w == "on")
+                if way in troupes:
+                    cpu[way] += _cpu_s(troupes[way].pid) - before
+        counted = len(samples["on"])
         status = orjson.loads(on.call("core_status", {})["content"][0]["text"]).get("tracing") or {}
-        spans_wanted = 2 * counted  # a SERVER and a CLIENT span for each measured call
+        spans_wanted = 2 * counted  # a SERVER and a CLIENT span for each measured call of `on`
         deadline = time.monotonic() + 15
-        while len(receiver.all()) < spans_wanted and time.monotonic() < deadline:
+        while _spans_taken(base) < spans_wanted and time.monotonic() < deadline:
             time.sleep(0.1)
         return {"figures": {way: percentiles(s) for way, s in samples.items()},
                 "cpu_ms_per_call": {way: cpu[way] / max(1, len(samples[way])) * 1000 for way in cpu},
-                "tracing": status, "spans_received": len(receiver.all())}
+                "tracing": status, "spans_received": _spans_taken(base)}
     finally:
-        for rpc in (direct, off, on):
+        for rpc in (direct, off, on, sampled):
             rpc.stop()
         receiver.stop()
 
@@ -148,14 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     own = f["off"]["p50_ms"] - f["direct"]["p50_ms"]
     traced = f["on"]["p50_ms"] - f["off"]["p50_ms"]
     ratio = traced / own if own > 0 else float("inf")
+    sampled_ratio = (f["sampled"]["p50_ms"] - f["off"]["p50_ms"]) / own if own > 0 else float("inf")
     result["summary"] = {"troupe_added_p50_ms": own, "tracing_added_p50_ms": traced, "ratio": ratio, "goal": GOAL,
-                         "met": ratio < GOAL}
+                         "met": ratio < GOAL, "sampled_ratio": sampled_ratio}
     print(f"{'way':<8} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms/call':>12}")
     for way, fig in f.items():
         cpu = result["cpu_ms_per_call"].get(way)
         print(f"{way:<8} {fig['p50_ms']:>8.3f} {fig['p99_ms']:>8.3f} {'' if cpu is None else f'{cpu:.3f}':>12}")
     print(f"troupe's own added p50: {own:.3f} ms; tracing's added p50: {traced:+.3f} ms; "
-          f"ratio {ratio:.3f} (goal < {GOAL}: {'PASS' if ratio < GOAL else 'MISS'})")
+          f"ratio {ratio:.3f} (goal < {GOAL}: {'PASS' if ratio < GOAL else 'MISS'}); one in ten sampled: "
+          f"ratio {sampled_ratio:.3f}")
     print(f"spans received: {result['spans_received']}; troupe's export: {result['tracing']}")
     Path(args.out).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return 0

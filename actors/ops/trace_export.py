@@ -99,7 +99,7 @@ class BatchExport(SpanProcessor):
     forks in Python, so the hooks run). Under gevent starting a thread switches to the hub, so the
     child, before it reached exec, ran troupe's other greenlets: a second `troupe: serving` line,
     and connections the child accepted and reset (seen in tests/e2e/test_traces.py). This one has
-    no fork hook (nor has troupe's TracerProvider: tracing._Provider).
+    no fork hook (nor has troupe's span recorder, actors/ops/spans.py, which needs no provider).
 
     The queue is a deque: its appends (any greenlet ending a span) and pops (the worker) are
     thread-safe by the deque's own contract, and a full deque drops its oldest on append itself."""

@@ -25,18 +25,15 @@ for what only troupe knows (server, client, profile, outcome). Never an argument
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace import SpanKind
 
-from actors import __version__
 from actors.messages import UpstreamError
 from actors.ops import trace_context
+from actors.ops.spans import Parent, RecordedSpan, SpanRecorder, parent_of
 from actors.ops.trace_context import TRACED_METHODS
 from actors.ops.trace_export import ExportCounts, start_export
 from actors.protocol import modern
@@ -44,37 +41,21 @@ from actors.workflows.runner import INTERNAL_ID
 
 MAX_NAME = 128  # characters of a tool or prompt name kept in a span name or attribute
 CACHE_META = "troupe/cache"  # a cached answer's _meta mark (actors/caching/session_side.py)
-_PROPAGATOR = TraceContextTextMapPropagator()  # stateless: W3C traceparent/tracestate in and out
-
-
-class _Provider(TracerProvider):
-    """The SDK's TracerProvider without its at-fork hook. troupe forks for every stdio server it
-    launches (gevent's subprocess forks in Python, so Python's at-fork hooks run in the child),
-    and that hook re-detects the process's resource through a thread pool when a detector asks
-    for it (OTEL_EXPERIMENTAL_RESOURCE_DETECTORS): under gevent a thread's start switches to the
-    hub, and a child that did so before its exec ran troupe's other greenlets (as the SDK's batch
-    processor made it do: trace_export.BatchExport). A child that execs needs nothing of the
-    provider, and troupe never forks to keep running."""
-
-    def _handle_fork(self) -> None:
-        pass
 
 
 class Tracing:
-    """troupe's tracer: one TracerProvider (never the process-global one: a host app embedding
-    troupe keeps its own), its batch export (trace_export) and the counters /metrics reads.
-    Shared by every Session through its context; it keeps no per-call state, so nothing here is
-    written by two actors: spans live with their owners (see the module's docstring)."""
+    """troupe's tracer: its span recorder (actors/ops/spans.py: never the process-global
+    provider, so a host app embedding troupe keeps its own), the batch export (trace_export) and
+    the counters /metrics reads. Shared by every Session through its context; it keeps no per-call
+    state, so nothing here is written by two actors: spans live with their owners (see the
+    module's docstring)."""
 
     def __init__(self, url: str, service_name: str, export_timeout_s: float, serve_transport: str) -> None:
         self.url = url
         self.counts = ExportCounts()
-        self.provider = _Provider(resource=Resource.create({"service.name": service_name,
-                                                                 "service.version": __version__}),
-                                       shutdown_on_exit=False)  # troupe's stop flushes, bounded (stop)
+        self.recorder = SpanRecorder(service_name, os.environ)
         self.processor = start_export(url, export_timeout_s, self.counts)
-        self.provider.add_span_processor(self.processor)
-        self.tracer = self.provider.get_tracer("troupe", __version__)
+        self.recorder.add_processor(self.processor)
         # how troupe's clients reach it: its front is stdio (a pipe) or HTTP (TCP) for every Session
         self._network = {"network.transport": "pipe"} if serve_transport == "stdio" else \
             {"network.transport": "tcp", "network.protocol.name": "http"}
@@ -89,9 +70,7 @@ class Tracing:
         settled) keeps the sink it has."""
         if method not in TRACED_METHODS or traced_of(sink) is not None:
             return sink
-        carrier = trace_context.carrier_of(params)
-        # no context from the client: an empty one, so the span is a root whatever a host app attached
-        parent = _PROPAGATOR.extract(carrier) if carrier else Context()
+        parent = parent_of(trace_context.carrier_of(params))  # None: troupe's span starts the trace
         if isinstance(rid, str) and rid.startswith(INTERNAL_ID):
             return RequestTrace(sink, rid, None, parent)
         name, attributes = _request_attributes(method, params)
@@ -109,8 +88,7 @@ class Tracing:
             attributes["troupe.client"] = view.client_name
         if view.profile is not None:
             attributes["troupe.profile"] = view.profile.name
-        span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
-        return RequestTrace(sink, rid, span, None)
+        return RequestTrace(sink, rid, self.recorder.start(name, SpanKind.SERVER, parent, attributes), None)
 
     def withdrawn(self, sink, reason: str) -> None:
         """Forwarder's hook: the Session withdrew this request's call; no answer will pass its sink."""
@@ -138,18 +116,16 @@ class Tracing:
         name, attributes = _request_attributes(call.method, call.params)
         attributes["troupe.server"] = call.server
         attributes.update(_upstream_network(server))
-        span = self.tracer.start_span(name, context=request.context(), kind=SpanKind.CLIENT, attributes=attributes)
+        span = self.recorder.start(name, SpanKind.CLIENT, request.context(), attributes)
         call.span = UpstreamSpan(span)
-        carrier: dict[str, str] = {}
-        _PROPAGATOR.inject(carrier, context=set_span_in_context(span))
-        return trace_context.with_context(call.params, carrier)
+        return trace_context.with_context(call.params, span.carrier())
 
     # ---------------------------------------------------------------- a workflow run
 
     def steps(self, sink, workflow: str) -> StepSpans | None:
         """The step spans of a workflow run answering through `sink` (None: not a traced request)."""
         request = traced_of(sink)
-        return StepSpans(self.tracer, request.context(), workflow) if request is not None else None
+        return StepSpans(self.recorder, request.context(), workflow) if request is not None else None
 
     # ---------------------------------------------------------------- edge
 
@@ -169,12 +145,12 @@ class RequestTrace:
     runner's span) as the request's one answer passes, and holds what the request's upstream
     spans hang from. Anything else of the front's sink (`withdrawn`, `principal`…) reads through.
     Made by its request's Session; ended by whoever gives the request its one answer (the Session,
-    or the TaskKeeper for a task) or by the Session withdrawing it, whichever is first: the SDK's
-    span refuses a second end under its own lock, `_open` only spares it the call."""
+    or the TaskKeeper for a task) or by the Session withdrawing it, whichever is first: the span
+    itself ends once whoever asks (RecordedSpan.end), `_open` only spares it the call."""
 
     __slots__ = ("_inner", "_rid", "span", "parent", "sent", "_open")
 
-    def __init__(self, inner, rid, span: Span | None, parent: Context | None) -> None:
+    def __init__(self, inner, rid, span: RecordedSpan | None, parent: Parent | None) -> None:
         self._inner, self._rid, self.span, self.parent = inner, rid, span, parent
         self.sent = 0  # upstream sends of this request (a second one is a retry)
         self._open = span is not None
@@ -188,9 +164,9 @@ class RequestTrace:
     def __getattr__(self, name: str):
         return getattr(self._inner, name)
 
-    def context(self) -> Context | None:
+    def context(self) -> Parent | None:
         """The parent of this request's upstream and step spans."""
-        return set_span_in_context(self.span) if self.span is not None else self.parent
+        return self.span.parent_context() if self.span is not None else self.parent
 
     def withdrawn(self, reason: str) -> None:
         if self._open and self.span is not None:
@@ -205,8 +181,8 @@ class UpstreamSpan:
 
     __slots__ = ("_span",)
 
-    def __init__(self, span: Span) -> None:
-        self._span: Span | None = span
+    def __init__(self, span: RecordedSpan) -> None:
+        self._span: RecordedSpan | None = span
 
     def end(self, outcome) -> None:
         """`outcome`: the upstream's result, an UpstreamError, or why troupe stopped waiting (a str)."""
@@ -229,19 +205,17 @@ class StepSpans:
     run's greenlet (workflows/runner.py), each ended once when its step is answered, times out,
     or the run is cancelled or fails."""
 
-    def __init__(self, tracer, parent: Context | None, workflow: str) -> None:
-        self._tracer, self._parent, self._workflow = tracer, parent, workflow
-        self._open: dict[str, Span] = {}
+    def __init__(self, recorder: SpanRecorder, parent: Parent | None, workflow: str) -> None:
+        self._recorder, self._parent, self._workflow = recorder, parent, workflow
+        self._open: dict[str, RecordedSpan] = {}
 
     def started(self, rid: str, step, params: dict) -> dict:
         """Open step `step`'s span; the params of its request, carrying the span's context."""
-        span = self._tracer.start_span(f"workflow step {step.id}", context=self._parent, kind=SpanKind.INTERNAL,
-                                       attributes={"troupe.workflow": self._workflow, "troupe.workflow.step": step.id,
-                                                   "gen_ai.tool.name": step.tool[:MAX_NAME]})
+        span = self._recorder.start(f"workflow step {step.id}", SpanKind.INTERNAL, self._parent,
+                                    {"troupe.workflow": self._workflow, "troupe.workflow.step": step.id,
+                                     "gen_ai.tool.name": step.tool[:MAX_NAME]})
         self._open[rid] = span
-        carrier: dict[str, str] = {}
-        _PROPAGATOR.inject(carrier, context=set_span_in_context(span))
-        return trace_context.with_context(params, carrier)
+        return trace_context.with_context(params, span.carrier())
 
     def ended(self, rid: str, answer: Any = None, reason: str | None = None) -> None:
         """Step request `rid` was answered (`answer`), or troupe stopped waiting for it (`reason`)."""
@@ -252,7 +226,7 @@ class StepSpans:
             span.set_attribute("troupe.outcome", "cancelled" if "deadline" not in reason else "timeout")
             if "deadline" in reason:
                 span.set_attribute("error.type", "timeout")
-                span.set_status(Status(StatusCode.ERROR))
+                span.set_error()
             span.end()
             return
         _end_answered(span, answer)
@@ -306,7 +280,7 @@ def _upstream_network(server) -> dict:
     return out
 
 
-def _end_answered(span: Span | None, message: Any) -> None:
+def _end_answered(span: RecordedSpan | None, message: Any) -> None:
     """End a span with the JSON-RPC answer it measured: an error's code, a tool's isError, a round
     asking for input, a cache hit. Only codes and marks: no message text (it may quote arguments)."""
     if span is None:
@@ -327,18 +301,18 @@ def _end_answered(span: Span | None, message: Any) -> None:
     span.end()
 
 
-def _mark_result(span: Span, result: Any) -> None:
+def _mark_result(span: RecordedSpan, result: Any) -> None:
     if type(result) is dict and result.get("isError") is True:
         span.set_attribute("error.type", "tool_error")
         span.set_attribute("troupe.outcome", "tool_error")
-        span.set_status(Status(StatusCode.ERROR))
+        span.set_error()
     elif modern.input_required(result):
         span.set_attribute("troupe.outcome", "input_required")
     else:
         span.set_attribute("troupe.outcome", "ok")
 
 
-def _mark_error(span: Span, code: Any) -> None:
+def _mark_error(span: RecordedSpan, code: Any) -> None:
     if isinstance(code, int) and not isinstance(code, bool):
         span.set_attribute("rpc.response.status_code", str(code))
         span.set_attribute("rpc.jsonrpc.error_code", code)
@@ -346,4 +320,4 @@ def _mark_error(span: Span, code: Any) -> None:
     else:
         span.set_attribute("error.type", "_OTHER")
     span.set_attribute("troupe.outcome", "error")
-    span.set_status(Status(StatusCode.ERROR))
+    span.set_error()

@@ -1,6 +1,9 @@
 """A real OTLP/HTTP trace receiver for the tests: POST /v1/traces with an ExportTraceServiceRequest
 (protobuf), decoded with opentelemetry-proto into plain span dicts a test can query. Runs on a
-loopback port of its own (plain threads), until stopped."""
+loopback port of its own (plain threads), until stopped. `python -m tests.support.otlp_receiver`
+runs one in a process of its own (scripts/trace_bench.py: it then takes no time from the process
+that measures; `--count-only` counts the spans without decoding them into dicts), announcing its
+URL on stderr; GET /spans answers how many it took."""
 from __future__ import annotations
 
 import http.server
@@ -54,9 +57,11 @@ def decode(body: bytes) -> list[dict]:
 class OtlpReceiver:
     """The receiver: `url` is its base (troupe adds /v1/traces), `spans` what it has decoded."""
 
-    def __init__(self) -> None:
+    def __init__(self, count_only: bool = False) -> None:
         self.spans: list[dict] = []
         self.posts = 0
+        self.counted = 0  # spans taken (count_only: counted, not decoded into dicts)
+        self._count_only = count_only
         self._lock = threading.Lock()
         receiver = self
 
@@ -67,13 +72,21 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 ok = self.path == "/v1/traces" and self.headers.get("Content-Type") == "application/x-protobuf"
                 if ok:
-                    receiver._took(decode(body))
+                    receiver._took(body)
                 reply = ExportTraceServiceResponse().SerializeToString() if ok else b""
                 self.send_response(200 if ok else 400)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
                 self.wfile.write(reply)
+
+            def do_GET(self) -> None:
+                with receiver._lock:
+                    body = str(receiver.counted).encode()
+                self.send_response(200 if self.path == "/spans" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, format: str, *args) -> None:
                 pass
@@ -84,9 +97,18 @@ class OtlpReceiver:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
-    def _took(self, spans: list[dict]) -> None:
+    def _took(self, body: bytes) -> None:
+        if self._count_only:  # the bench's: parsing is C (upb), building dicts would be Python per span
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            spans: list[dict] = []
+            count = sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
+        else:
+            spans = decode(body)
+            count = len(spans)
         with self._lock:
             self.spans.extend(spans)
+            self.counted += count
             self.posts += 1
 
     def all(self) -> list[dict]:
@@ -108,3 +130,15 @@ class OtlpReceiver:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def main() -> None:
+    import sys
+
+    receiver = OtlpReceiver(count_only="--count-only" in sys.argv)
+    print(f"otlp-receiver: serving {receiver.url}/v1/traces", file=sys.stderr, flush=True)
+    receiver._thread.join()
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -30,7 +30,7 @@ SECRET = "hunter2-argument"
 def tracing():
     tracing = Tracing("http://127.0.0.1:1/v1/traces", "unit", 0.5, "http")
     memory = InMemorySpanExporter()
-    tracing.provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracing.recorder.add_processor(SimpleSpanProcessor(memory))
     tracing.memory = memory  # type: ignore[attr-defined]
     yield tracing
     tracing.stop(0.5)
@@ -249,19 +249,19 @@ def test_spans_a_full_queue_drops_are_counted_and_what_stop_leaves_too(tracing):
     stuck, counts = Stuck(), ExportCounts()
     stuck.batches = []
     processor = BatchExport(CountingExporter(stuck, counts), counts, max_queue=2, batch=2, delay_s=60)
-    tracing.provider.add_span_processor(processor)
+    tracing.recorder.add_processor(processor)
     for _ in range(2):  # a full batch wakes the worker, which then waits on the collector with it
-        tracing.tracer.start_span("a").end()
+        tracing.recorder.start("a", SpanKind.INTERNAL, None, {}).end()
     wait_until(lambda: stuck.batches == [2], timeout=5, message="the first batch taken")
     for _ in range(3):  # two fill the queue, the third pushes the oldest out
-        tracing.tracer.start_span("b").end()
+        tracing.recorder.start("b", SpanKind.INTERNAL, None, {}).end()
     assert counts.snapshot(processor.queued()) == {"spans_exported": 0, "spans_dropped": 1, "export_failures": 0,
                                                    "spans_queued": 2}
     processor.shutdown(timeout_millis=100)  # the worker is still stuck: the two queued are dropped
     assert counts.snapshot(processor.queued())["spans_dropped"] == 3
     stuck.gate.set()
     wait_until(lambda: counts.snapshot(0)["spans_exported"] == 2, timeout=5, message="the stuck batch counted")
-    tracing.tracer.start_span("after").end()  # a stopped export takes nothing more
+    tracing.recorder.start("after", SpanKind.INTERNAL, None, {}).end()  # a stopped export takes nothing more
     assert processor.queued() == 0
 
 
@@ -274,22 +274,36 @@ def test_a_quiet_export_still_leaves_within_its_delay(tracing):
             return SpanExportResult.SUCCESS
     counts = ExportCounts()
     processor = BatchExport(CountingExporter(Taking(), counts), counts, batch=100, delay_s=0.05)
-    tracing.provider.add_span_processor(processor)
-    tracing.tracer.start_span("lonely").end()
+    tracing.recorder.add_processor(processor)
+    tracing.recorder.start("lonely", SpanKind.INTERNAL, None, {}).end()
     wait_until(lambda: got == ["lonely"], timeout=5, message="the span exported on the delay")
     assert processor.force_flush(1000) and counts.snapshot(0)["spans_exported"] == 1
     processor.shutdown(timeout_millis=1000)
 
 
-def test_no_fork_hook_of_the_sdk_runs_in_troupes_children():
-    """The at-fork hooks troupe turns off (see tracing._Provider, trace_export.BatchExport): were
-    the SDK to rename the hook, this fails rather than the child running troupe's greenlets."""
-    from opentelemetry.sdk.trace import TracerProvider
+def test_sampling_follows_the_otel_variables_and_an_unsampled_span_still_passes_its_context_on():
+    from actors.ops.spans import Parent, Sampler, SpanRecorder
 
-    from actors.ops.tracing import _Provider
-
-    assert "_handle_fork" in vars(TracerProvider) and "_handle_fork" in vars(_Provider)
-    assert not issubclass(BatchExport, BatchSpanProcessor)
+    client_sampled = Parent(int(CLIENT_TRACE, 16), int(CLIENT_SPAN, 16), 1, "", True)
+    client_unsampled = client_sampled._replace(flags=0)
+    default = Sampler({})
+    assert default.sampled(5, None) and default.sampled(5, client_sampled) and not default.sampled(5, client_unsampled)
+    off = Sampler({"OTEL_TRACES_SAMPLER": "always_off"})
+    assert not off.sampled(5, None) and not off.sampled(5, client_sampled)
+    ratio = Sampler({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.5"})
+    assert ratio.sampled(1, client_unsampled) and not ratio.sampled((1 << 64) - 1, client_sampled)
+    assert Sampler({"OTEL_TRACES_SAMPLER": "nonsense"}).follows_parent
+    exported = []
+    recorder = SpanRecorder("unit", {"OTEL_TRACES_SAMPLER": "always_off"})
+    recorder.add_processor(SimpleNamespace(on_end=exported.append))
+    span = recorder.start("x", SpanKind.SERVER, client_sampled, {})
+    version, trace_id, _, flags = span.carrier()["traceparent"].split("-")
+    assert (trace_id, flags) == (CLIENT_TRACE, "00")  # the next hop hears it is not sampled
+    span.end()
+    root = recorder.start("y", SpanKind.SERVER, None, {})
+    assert root.carrier()["traceparent"].endswith("-02")  # random trace id, not sampled
+    root.end()
+    assert exported == []
 
 
 def test_the_report_and_metrics_name_the_counts(tracing):
