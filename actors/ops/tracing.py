@@ -94,7 +94,7 @@ class Tracing:
         """Forwarder's hook: the Session withdrew this request's call; no answer will pass its sink."""
         request = traced_of(sink)
         if request is not None:
-            request.withdrawn(reason)
+            request.trace_withdrawn()
 
     # ---------------------------------------------------------------- the Session: upstream requests
 
@@ -107,16 +107,17 @@ class Tracing:
         request = traced_of(call.sink)
         if request is None:
             return call.params
-        request.sent += 1
-        if request.span is not None:
-            request.span.set_attribute("troupe.server", call.server)
-            if request.sent > 1:
-                request.span.add_event("troupe.retry", {"troupe.attempt": request.sent, "troupe.server": call.server,
-                                                        "troupe.reason": "the server restarted under the call"})
+        request.trace_sent += 1
+        served = request.trace_span
+        if served is not None:
+            served.set_attribute("troupe.server", call.server)
+            if request.trace_sent > 1:
+                served.add_event("troupe.retry", {"troupe.attempt": request.trace_sent, "troupe.server": call.server,
+                                                  "troupe.reason": "the server restarted under the call"})
         name, attributes = _request_attributes(call.method, call.params)
         attributes["troupe.server"] = call.server
         attributes.update(_upstream_network(server))
-        span = self.recorder.start(name, SpanKind.CLIENT, request.context(), attributes)
+        span = self.recorder.start(name, SpanKind.CLIENT, request.trace_context(), attributes)
         call.span = UpstreamSpan(span)
         return trace_context.with_context(call.params, span.carrier())
 
@@ -125,7 +126,7 @@ class Tracing:
     def steps(self, sink, workflow: str) -> StepSpans | None:
         """The step spans of a workflow run answering through `sink` (None: not a traced request)."""
         request = traced_of(sink)
-        return StepSpans(self.recorder, request.context(), workflow) if request is not None else None
+        return StepSpans(self.recorder, request.trace_context(), workflow) if request is not None else None
 
     # ---------------------------------------------------------------- edge
 
@@ -141,38 +142,40 @@ class Tracing:
 
 class RequestTrace:
     """The sink a traced client request is answered through: the front's own sink, wrapped. It
-    ends the request's SERVER span (`span`; None for a workflow's step, whose parent is its
+    ends the request's SERVER span (`trace_span`; None for a workflow's step, whose parent is its
     runner's span) as the request's one answer passes, and holds what the request's upstream
-    spans hang from. Anything else of the front's sink (`withdrawn`, `principal`…) reads through.
-    Made by its request's Session; ended by whoever gives the request its one answer (the Session,
-    or the TaskKeeper for a task) or by the Session withdrawing it, whichever is first: the span
-    itself ends once whoever asks (RecordedSpan.end), `_open` only spares it the call."""
+    spans hang from. Everything else reads through to the front's sink (`withdrawn`,
+    `principal`…): this wrapper's own names all start with `trace_`, so none hides one of the
+    front's. Made by its request's Session; ended by whoever gives the request its one answer (the
+    Session, or the TaskKeeper for a task) or by the Session withdrawing it, whichever is first: the
+    span itself ends once whoever asks (RecordedSpan.end), `_open` only spares it the call."""
 
-    __slots__ = ("_inner", "_rid", "span", "parent", "sent", "_open")
+    __slots__ = ("_inner", "_rid", "trace_span", "trace_parent", "trace_sent", "_open")
 
     def __init__(self, inner, rid, span: RecordedSpan | None, parent: Parent | None) -> None:
-        self._inner, self._rid, self.span, self.parent = inner, rid, span, parent
-        self.sent = 0  # upstream sends of this request (a second one is a retry)
+        self._inner, self._rid, self.trace_span, self.trace_parent = inner, rid, span, parent
+        self.trace_sent = 0  # upstream sends of this request (a second one is a retry)
         self._open = span is not None
 
     def __call__(self, message) -> None:
         if self._open and type(message) is dict and "method" not in message and message.get("id") == self._rid:
             self._open = False
-            _end_answered(self.span, message)
+            _end_answered(self.trace_span, message)
         self._inner(message)
 
     def __getattr__(self, name: str):
         return getattr(self._inner, name)
 
-    def context(self) -> Parent | None:
+    def trace_context(self) -> Parent | None:
         """The parent of this request's upstream and step spans."""
-        return self.span.parent_context() if self.span is not None else self.parent
+        return self.trace_span.parent_context() if self.trace_span is not None else self.trace_parent
 
-    def withdrawn(self, reason: str) -> None:
-        if self._open and self.span is not None:
+    def trace_withdrawn(self) -> None:
+        """The Session withdrew the request: no answer will pass, its span ends as cancelled."""
+        if self._open and self.trace_span is not None:
             self._open = False
-            self.span.set_attribute("troupe.outcome", "cancelled")
-            self.span.end()
+            self.trace_span.set_attribute("troupe.outcome", "cancelled")
+            self.trace_span.end()
 
 
 class UpstreamSpan:

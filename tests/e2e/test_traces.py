@@ -11,6 +11,7 @@ import secrets
 import socket
 import statistics
 import subprocess
+import threading
 import time
 
 import orjson
@@ -45,7 +46,8 @@ def _start_troupe(tmp_path, endpoint: str, **telemetry) -> tuple[TroupeHttp, obj
                                   tmp_path / "probe.log")
     http_probe = {"name": "phttp", "pin": False,
                   "transport": {"type": "streamable-http", "streamable_http": {"url": f"http://127.0.0.1:{port}/mcp"}}}
-    path = write_config(tmp_path, [server("pstd", "tests.servers.trace_probe", pin=False), http_probe],
+    path = write_config(tmp_path, [server("pstd", "tests.servers.trace_probe", pin=False), http_probe,
+                                   server("hang", "tests.servers.hang", pin=False)],
                         mode="flat", json_response=True)
     data = yaml.safe_load(path.read_text())
     data.update(telemetry={"otlp_endpoint": endpoint, "service_name": SERVICE, **telemetry}, workflows=[WORKFLOW])
@@ -122,7 +124,7 @@ def traced(tmp_path_factory):
 
 def _listed(url: str) -> bool:
     tools = Session(url).request("tools/list", {}).get("result", {}).get("tools", [])
-    return {"pstd__probe", "phttp__probe"} <= {tool["name"] for tool in tools}
+    return {"pstd__probe", "phttp__probe", "hang__hang"} <= {tool["name"] for tool in tools}
 
 
 def _in_trace(receiver: OtlpReceiver, trace_id: str, kinds: dict[str, int]):
@@ -237,6 +239,35 @@ def test_each_workflow_step_is_an_internal_span_between_the_call_and_its_upstrea
         assert step["parent_span_id"] == served[0]["span_id"] and step["attributes"]["troupe.workflow"] == "probe_both"
         upstream = [s for s in spans if s["kind"] == "CLIENT" and s["parent_span_id"] == step["span_id"]]
         assert [s["attributes"]["troupe.server"] for s in upstream] == [server_name]
+
+
+def test_a_cancelled_call_ends_its_spans_as_cancelled(traced):
+    receiver, t, _ = traced
+    session = Session(t.url)
+    traceparent, trace_id, _ = _traceparent()
+    ended: list = []
+
+    def call() -> None:  # request id 2 of this session (initialize was 1)
+        ended.append(requests.post(t.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                                "params": {"name": "hang__hang", "arguments": {}}},
+                                   headers={**session.headers, "traceparent": traceparent}, timeout=30).status_code)
+    pending = threading.Thread(target=call, daemon=True)
+    pending.start()
+    wait_until(lambda: _in_flight(t.base, "hang") == 1, timeout=10, message="the call reached the server")
+    assert not [s for s in receiver.all() if s["trace_id"] == trace_id]  # both spans still open
+    requests.post(t.url, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 2, "reason": "the test cancels"}},
+                  headers=session.headers, timeout=10).close()
+    spans = _in_trace(receiver, trace_id, {"SERVER": 1, "CLIENT": 1})
+    assert {s["kind"]: s["attributes"]["troupe.outcome"] for s in spans} == {"SERVER": "cancelled",
+                                                                            "CLIENT": "cancelled"}
+    pending.join(timeout=5)  # the front still hears of the cancel through the traced sink: its POST ends now
+    assert ended == [202], ended
+
+
+def _in_flight(base: str, name: str) -> int:
+    servers = requests.get(base + "/status", timeout=10).json()["servers"]
+    return next(s for s in servers if s["name"] == name).get("in_flight") or 0
 
 
 def _black_hole() -> socket.socket:

@@ -52,10 +52,13 @@ class Front:
     """A front's sink: what it was given, and its own hooks (read through the wrapper)."""
 
     def __init__(self):
-        self.got, self.principal = [], "alice"
+        self.got, self.principal, self.withdrawn_ids = [], "alice", []
 
     def __call__(self, message):
         self.got.append(message)
+
+    def withdrawn(self, rid):  # a legacy POST's hook (serve/post_wait.py): its request ends unanswered
+        self.withdrawn_ids.append(rid)
 
 
 def _spans(tracing):
@@ -72,7 +75,9 @@ def test_a_client_request_is_a_server_span_ended_once_by_its_answer(tracing):
     front = Front()
     sink = tracing.served(_session(client="alice", profile=SimpleNamespace(name="dev")), 9, "tools/call",
                           _params({"traceparent": CLIENT_PARENT}), front)
-    assert sink.principal == "alice"  # the front's own attributes read through
+    assert sink.principal == "alice"  # the front's own attributes and hooks read through
+    sink.withdrawn(9)
+    assert front.withdrawn_ids == [9]
     sink(jsonrpc.notification("notifications/progress", {"progress": 1}))  # not the answer
     assert not _spans(tracing)
     sink(jsonrpc.result(9, {"content": []}))
