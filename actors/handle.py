@@ -15,6 +15,7 @@ import gevent.event
 import gevent.pool
 from loguru import logger
 
+from actors.ops import acts
 from actors.protocol import inbound, mcp
 from actors.supervision.states import ServerState
 from actors.trust.provenance import REGISTERED
@@ -253,13 +254,16 @@ class Troupe:
         """The operator's approval of one server: its exact launch line, and its current tool
         and prompt definitions. Returns its status entry (after it settles, with `wait`)."""
         self.runtime.decide(name, "approved")
+        acts.record(self.runtime.observer, "approve", name, None, acts.EMBEDDED)
         if wait:
             self._wait_settled(name, self.runtime.config.serve.startup_wait, approved=True)
         return self._server_status(name)
 
     def deny(self, name: str) -> dict:
         """The operator's denial: the server is stopped if running and never started again."""
-        return self.runtime.decide(name, "denied")
+        decided = self.runtime.decide(name, "denied")
+        acts.record(self.runtime.observer, "deny", name, None, acts.EMBEDDED)
+        return decided
 
     def approvals(self) -> list[dict]:
         """What waits for approval: servers and withheld tool or prompt definitions (with diffs)."""

@@ -22,7 +22,7 @@ TRUST_COMMANDS = ("approvals", "approve", "deny")
 def _serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="troupe", description="troupe: one MCP endpoint for all your MCP servers.",
                                 epilog="Other commands: troupe status | check CONFIG | discover | approvals | "
-                                       "approve NAME | deny NAME | auth NAME  (each has --help)")
+                                       "approve NAME | deny NAME | auth NAME | audit  (each has --help)")
     p.add_argument("--config", help="YAML config or a Claude-style mcpServers JSON file (default: embedded)")
     p.add_argument("--transport", choices=config_mod.SERVE_TRANSPORTS, help="serve over stdio or http")
     p.add_argument("--mode", choices=config_mod.MODES, help="meta: meta-tools only; flat: every tool")
@@ -119,6 +119,9 @@ def cli(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "auth":  # an upstream's OAuth sign-in link, from a running troupe
         from actors.auth import cli as auth_cli
         return auth_cli.run(argv[1:])
+    if argv and argv[0] == "audit":  # the audit trail the config names (actors/ops)
+        from actors.ops import cli as audit_cli
+        return audit_cli.run(argv[1:])
     if argv and argv[0] in TRUST_COMMANDS:
         from actors.trust import cli as trust_cli
         logs.setup("WARNING", False)

@@ -13,6 +13,7 @@ from loguru import logger
 
 from actors.caching import wiring as caching
 from actors.ops import trace_wiring
+from actors.ops import acts as ops_acts, wiring as ops
 from actors.tasks import wiring as task_wiring
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
@@ -42,6 +43,7 @@ from actors.auth.access import UpstreamAuthAccess, auth_snapshot, split_key
 from actors.auth.keeper import AuthKeeper
 from actors.auth.messages import CompleteSignIn, SetRedirect, Unauthorized
 from actors.transports.factory import make_transport
+from actors.ops.history import GetHistory, History, history_listener, history_sample_s
 from actors.published import Published
 from actors.workflows.service import WorkflowService
 
@@ -72,6 +74,7 @@ class Runtime:
         self.registry = self.supervisor = self.discovery = self.health = self.keeper = self.auth_keeper = None
         self.cache: pykka.ActorRef | None = None  # the CacheKeeper (actors/caching)
         self.tasks: pykka.ActorRef | None = None  # the TaskKeeper (actors/tasks)
+        self.history: pykka.ActorRef | None = None  # each server's traffic over 15 minutes (actors/ops/history)
         self.task_ids = None  # seals the task ids handed to clients (set with the sealer, below)
         # The config file troupe runs from, for the running record and the hints that name it
         # (actors/trust/running.py): absolute, since `troupe approve` may run from anywhere.
@@ -99,6 +102,7 @@ class Runtime:
         self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
         self.tracing = None  # actors.ops.tracing.Tracing once started, when traces are exported
+        self.observer = self.audit = None  # the call path's Observer and the audit writer (actors/ops)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -107,6 +111,8 @@ class Runtime:
             return self  # already started
         self.bus = BusClient(EventBus.start())
         self.tracing = trace_wiring.start(self.config.telemetry, self.config.serve.transport)
+        self.history = History.start(self.server_totals, history_sample_s())
+        self.observer, self.audit = ops.start(self.config, self._instance, (history_listener(self.history),))
         writers, self._writers = self._writers, None
         assert writers is not None  # handed over once, here
         # The keeper loads the approvals before anything could launch, so the gate never guesses.
@@ -190,7 +196,8 @@ class Runtime:
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
         self.workflows.stop()
-        for ref in (self.discovery, self.tasks, self.supervisor, self.cache, self.auth_keeper, self.registry,
+        for ref in (self.history, self.discovery, self.tasks,
+                    self.supervisor, self.cache, self.auth_keeper, self.registry,
                     self.keeper, self.bus.ref if self.bus else None):
             if ref is None:
                 continue
@@ -204,6 +211,11 @@ class Runtime:
             self.shared.stop()
         if self.tracing is not None:  # after every actor: their last spans go too
             trace_wiring.stop(self.tracing)
+        ops.stop(self.audit)  # after every actor: the calls they ended are written too
+
+    def _instance(self) -> str | None:
+        """This troupe's name in its cluster (None alone, or until it knows the URL it serves on)."""
+        return self.cluster.config.instance if self.cluster is not None else None
 
     # ---------------------------------------------------------------- what a Session may use
 
@@ -286,6 +298,7 @@ class Runtime:
         report["tasks"] = task_wiring.task_status(self.tasks)
         if self.tracing is not None:
             report["tracing"] = trace_wiring.report(self.tracing)
+        report["audit"] = ops.status(self.audit)
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
@@ -300,6 +313,20 @@ class Runtime:
             if self.shared is not None and self.shared.bridge is not None:
                 report["cluster"]["events"] = self.shared.bridge.status()  # sent, received, dropped
         return report
+
+    def server_totals(self) -> dict:
+        """Every server's call totals now (StatsSnapshot): its retired generations' plus its live
+        one's, as /status adds them."""
+        answer = self._ask(self.supervisor, GetStatus)
+        live = self.live_stats()
+        return {name: retired.plus(live[name]) if name in live else retired
+                for name, retired in answer.retired.items()}
+
+    def history_report(self) -> dict:
+        """The dashboard's charts: each server's traffic over the last 15 minutes, the last failures."""
+        if self.history is None:
+            return {"sample_s": None, "window_s": None, "servers": {}, "failures": []}
+        return self._ask(self.history, GetHistory)
 
     def live_stats(self, timeout: float = STATS_TIMEOUT) -> dict:
         """Every live connection's StatsSnapshot, asked in parallel; one that does not answer
@@ -400,6 +427,7 @@ class Runtime:
         url, client = split_key(key)
         names = [n for n, v in self.servers.current.servers.items() if v.config.http and v.config.http.url == url]
         shown = ", ".join(sorted(names)) or redact_url(url)
+        ops_acts.record(self.observer, "sign-in", shown, client, ops_acts.OAUTH)
         return shown if client is None else f"{shown} as client {client}"
 
     def wait_settled(self, timeout: float) -> bool:

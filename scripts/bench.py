@@ -20,6 +20,9 @@ Sections (all in one run, every ratio against a baseline measured in the same ru
      relay (bytes only, and parsing JSON), a direct stdio call, a direct HTTP server (tests/servers/bench_http)
      and the FastMCP proxy, all in front of bench_backend: added p50 at concurrency 1, calls/s with 32 in
      flight, and the front's own CPU per call; every goal of the issue as a ratio with PASS/MISS.
+  8  operations (issue 29): troupe stdio with the audit trail, OpenTelemetry traces (to a local OTLP sink)
+     and a never-refusing rate limit each on, against troupe with nothing on: each one's added p50 as a
+     share of troupe's own added latency (goal: under 10%).
 
 Usage:
   python scripts/bench.py                       # full run (about 3-5 minutes on 2 cores)
@@ -57,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers
 import _bench_cluster  # noqa: E402
 import _bench_hotpath  # noqa: E402
 import _bench_latency  # noqa: E402
+import _bench_ops  # noqa: E402
 import _bench_profile  # noqa: E402
 import _bench_sections  # noqa: E402
 import _bench_throughput  # noqa: E402
@@ -104,6 +108,7 @@ SECTIONS = {
     "5": ("memory", _bench_sections.memory),
     "6": ("cluster", _bench_cluster.cluster),
     "7": ("hot_path", _bench_hotpath.run),
+    "8": ("operations", _bench_ops.run),
 }
 
 
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny counts, seconds per section")
     p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")
-    p.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated section numbers")
+    p.add_argument("--sections", default="1,2,3,4,5,6,7,8", help="comma-separated section numbers")
     p.add_argument("--profile", nargs="?", const="bench-profile.txt", default=None, metavar="FILE",
                    help="profile troupe (py-spy) during one workload at a time; summary to FILE")
     p.add_argument("--profile-only", default="", metavar="SLUGS",

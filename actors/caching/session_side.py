@@ -87,6 +87,7 @@ class CacheSide:
         call.server, call.method, call.params, call.progress_token, call.plan = server, method, params, \
             progress_token, plan
         call.retry = method in IDEMPOTENT_METHODS if retry is None else retry
+        self._fw.began(call)
         me, token = self._me, call.token
 
         def reply(found: LookedUp) -> None:  # runs in the keeper's (or a Redis reader's) greenlet

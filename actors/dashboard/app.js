@@ -1,5 +1,6 @@
 // troupe dashboard: the status report from /status, what waits for the operator from /api/approvals,
-// live changes from /events (SSE); no polling, but while tasks run (they change without events).
+// live changes from /events (SSE); no polling, but while tasks run (they change without events) and
+// for the traffic charts (/api/history, every 10 s while the tab is shown).
 "use strict";
 (() => {
   const TOKEN_KEY = "troupe-token";
@@ -14,6 +15,8 @@
   const PENDING = "pending-approval", DENIED = "denied", NEEDS_AUTH = "needs-auth";
   const SIGN_IN_POLL_MS = 1000;  // a needs-auth server's sign-in URL follows its state change
   const TASK_POLL_MS = 2000;  // tasks change state without bus events: re-read /status while any is live
+  const HISTORY_POLL_MS = 10000;  // /api/history gains one point per server this often
+  const SVG = "http://www.w3.org/2000/svg";
   const TASK_STATES = ["working", "input_required", "completed", "failed", "cancelled"];
   const LIVE_TASK_STATES = ["working", "input_required"];
 
@@ -382,6 +385,69 @@
     }
   }
 
+  // ------------------------------------------------------------------ traffic (/api/history)
+
+  async function refreshHistory() {
+    let resp;
+    try {
+      resp = await fetch("/api/history", { headers: authHeaders(), cache: "no-store" });
+    } catch (err) {
+      return;  // /status's own notice says troupe is not answering
+    }
+    if (!resp.ok) return;
+    renderHistory(await resp.json());
+  }
+
+  function svgNode(tag, attrs) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    return node;
+  }
+
+  // One server's points ([at, calls/s, errors/s, p50 ms, p95 ms]) as a 15-minute chart: calls/s
+  // and errors/s filled from the bottom, p50 and p95 as lines on their own scale.
+  function chart(name, points, windowS, now) {
+    const W = 300, H = 60;
+    const x = (at) => Math.max(0, W - ((now - at) / windowS) * W);
+    const peak = Math.max(...points.map((p) => p[1]), 0.001);
+    const slow = Math.max(...points.map((p) => p[4] || p[3] || 0), 0.001);
+    const area = (i) => "M" + x(points[0][0]) + "," + H + points.map((p) => " L" + x(p[0]) + "," +
+      (H - (p[i] / peak) * (H - 4))).join("") + " L" + x(points[points.length - 1][0]) + "," + H + " Z";
+    const line = (i) => points.filter((p) => p[i] != null).map((p, k) => (k ? " L" : "M") + x(p[0]) + "," +
+      (H - (p[i] / slow) * (H - 4))).join("");
+    const svg = svgNode("svg", { viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img" });
+    svg.append(svgNode("path", { class: "calls", d: area(1) }), svgNode("path", { class: "errors", d: area(2) }),
+      svgNode("path", { class: "p50", d: line(3) }), svgNode("path", { class: "p95", d: line(4) }));
+    const last = points[points.length - 1];
+    const figures = peak < 0.01 ? "idle" : rate(last[1]) + " calls/s now · p50 " + ms(last[3]) + " · p95 " +
+      ms(last[4]) + " · peak " + rate(peak) + "/s" + (last[2] ? " · " + rate(last[2]) + " errors/s" : "");
+    const box = el("div", { class: "chart" }, el("span", { class: "name" }, name), " ",
+      el("span", { class: "figures" }, figures), svg);
+    box.dataset.server = name;
+    return box;
+  }
+
+  const rate = (r) => (r >= 10 ? String(Math.round(r)) : r >= 0.1 ? r.toFixed(1) : r.toFixed(2));
+  const ms = (v) => (v == null ? "–" : v >= 100 ? Math.round(v) + " ms" : v.toFixed(1) + " ms");
+
+  function renderHistory(h) {
+    const servers = h.servers || {};
+    const now = Date.now() / 1000;
+    const charts = Object.entries(servers).filter(([, points]) => points.length)
+      .map(([name, points]) => chart(name, points, h.window_s || 900, now));
+    $("traffic").replaceChildren(...(charts.length ? charts : [el("span", { class: "muted" }, "no calls yet")]));
+    const failures = (h.failures || []).map((f) => {
+      const tr = el("tr", {}, el("td", {}, clock(f.at)), el("td", {}, f.client || "anonymous"), el("td", {}, f.server),
+        el("td", { class: "where" }, f.name), el("td", { class: "outcome" }, f.outcome + (f.code != null ? " " + f.code : "")),
+        el("td", { class: "err", title: f.message || "" }, (f.retry_after_s != null ? "retry after " + f.retry_after_s
+          + "s · " : "") + (f.message || "")));
+      tr.dataset.outcome = f.outcome;
+      return tr;
+    });
+    $("failures").replaceChildren(...(failures.length ? failures
+      : [el("tr", { class: "empty" }, el("td", { colspan: "6" }, "none"))]));
+  }
+
   const fmtBytes = (n) => (n < 1024 ? n + " B" : n < 1048576 ? (n / 1024).toFixed(1) + " KiB"
     : (n / 1048576).toFixed(1) + " MiB");
 
@@ -526,8 +592,14 @@
     start();
   });
 
+  let historyTimer = null;
   async function start() {
-    if (await refresh()) { refreshApprovals(); connect(); }
+    if (await refresh()) {
+      refreshApprovals();
+      connect();
+      refreshHistory();
+      if (!historyTimer) historyTimer = setInterval(() => { if (!document.hidden) refreshHistory(); }, HISTORY_POLL_MS);
+    }
   }
 
   // Relative times ("12s ago") tick locally; nothing here asks the server.

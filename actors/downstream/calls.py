@@ -41,7 +41,7 @@ class Call:
 
     __slots__ = ("rid", "server", "method", "params", "sink", "shape", "token", "ref", "retry", "timer",
                  "rounds", "phase", "progress_token", "work", "stop_with", "plan", "failure", "message", "principal",
-                 "span")
+                 "span", "audit")
 
     def __init__(self, rid, sink, shape, token: int, phase: str):
         self.rid, self.sink, self.shape, self.token, self.phase = rid, sink, shape, token, phase
@@ -60,6 +60,7 @@ class Call:
         self.message: Any = None  # SETTLING: the request, handled again once start-up settled
         self.principal: str = ""
         self.span: Any = None  # its upstream request's CLIENT span while FORWARDED, when traced (actors/ops)
+        self.audit: Any = None  # an ops.observer.Begun while the audit trail follows this call
 
     @property
     def parked(self) -> bool:

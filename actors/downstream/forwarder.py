@@ -20,6 +20,7 @@ from actors.downstream.calls import (
     Settled, progress_notice, wait_for_server, withdrawn,
 )
 from actors.messages import CancelForward, Forward, ForwardReplied, UpstreamError
+from actors.ops import records as audit
 from actors.protocol import eras, jsonrpc, mcp, modern
 from actors.tells import tell
 
@@ -48,6 +49,9 @@ class Forwarder:
         self.rounds: Any = None  # InputRounds
         self.cache_answered: Callable[[int, Any], None] = lambda token, found: None
         self._after_wait = False
+        # The audit trail's side of this Session (None without one: every hook is that one check).
+        profile = view.profile.name if view.profile is not None else None
+        self.audit = ctx.observer.session(key, view.client_name, profile) if ctx.observer is not None else None
 
     # ---------------------------------------------------------------- the one answer
 
@@ -71,6 +75,8 @@ class Forwarder:
                                                 call.method or "a call")
                 answer = jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR,
                                        f"troupe internal error answering {call.method or 'the call'}: {exc}")
+        if call.audit is not None and self.audit is not None:
+            self.audit.answered(call.audit, outcome, from_cache=call.phase == LOOKUP)
         call.sink(answer)
 
     def fail(self, token: int, why: str) -> None:
@@ -79,6 +85,7 @@ class Forwarder:
         call = self.table.stop(token, why)
         if call is None:
             return
+        self.ended(call, audit.ERROR, jsonrpc.INTERNAL_ERROR)
         if call.phase == FORWARDED and call.ref is not None:
             tell(call.ref, CancelForward(self._me, token, why))
         if call.sink is not None:
@@ -98,11 +105,15 @@ class Forwarder:
 
     # ---------------------------------------------------------------- calls troupe answers itself
 
-    def track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "") -> int:
+    def track(self, rid, sink, shape, work, deadline: float, stop_with=None, method: str = "",
+              audited: tuple | None = None) -> int:
         """Accept a call troupe answers itself: `work(token)` runs in a greenlet of its own (a core
-        tool, a workflow run) and ends by telling CallDone; a cancel or the client's leaving stops it."""
+        tool, a workflow run) and ends by telling CallDone; a cancel or the client's leaving stops it.
+        `audited`: (server, target, arguments) of a tools/call the audit trail records."""
         call = self.table.open(rid, sink, shape, LOCAL, deadline)
         call.method, call.stop_with = method, stop_with
+        if audited is not None and self.audit is not None:
+            call.audit = self.audit.begin_named("tools/call", *audited, sink)
         call.work = gevent.spawn(work, call.token)
         return call.token
 
@@ -155,7 +166,20 @@ class Forwarder:
         call = self.table.open(rid, sink, shape, FORWARDED, self._ctx.server_timeout(server) + DEADLINE_MARGIN)
         call.server, call.method, call.params, call.progress_token = server, method, params, progress_token
         call.retry = method in IDEMPOTENT_METHODS if retry is None else retry
+        self.began(call)
         self.send(call)
+
+    def began(self, call: Call) -> None:
+        """The audit trail follows `call` (its server, method and params set) from now on."""
+        if self.audit is not None:
+            call.audit = self.audit.begin(call.method, call.server, call.params, call.sink)
+            if self._ctx.tracing is not None:  # the audit line names the call's trace
+                call.audit = call.audit._replace(trace_id=self._ctx.tracing.trace_id_of(call.sink))
+
+    def ended(self, call: Call, outcome: str, code: int | None = None) -> None:
+        """`call` ended unanswered, or answered here with an error: its audit record."""
+        if call.audit is not None and self.audit is not None:
+            self.audit.ended(call.audit, outcome, code)
 
     def send(self, call: Call) -> None:
         """Send `call` to its server's Connection now (answered at once when there is none)."""
@@ -268,6 +292,7 @@ class Forwarder:
             outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"troupe gave no answer to {call.method or 'the call'} "
                                     "in time", server="troupe")
         self.table.stop(token, "troupe's deadline passed")  # its work stopped; answered here, once
+        self.ended(call, audit.TIMEOUT if outcome.code == jsonrpc.REQUEST_TIMEOUT else audit.ERROR, outcome.code)
         if call.sink is not None:
             try:
                 answer = call.shape(call.rid, outcome)
@@ -287,6 +312,7 @@ class Forwarder:
             self._ctx.tracing.withdrawn(call.sink, reason)
         if call.phase == FORWARDED and call.ref is not None:
             tell(call.ref, CancelForward(self._me, call.token, reason))
+        self.ended(call, audit.CANCELLED)
         withdrawn(call)
 
     def cancel_all(self, reason: str) -> None:
@@ -295,6 +321,7 @@ class Forwarder:
         for call in self.table.close(reason):
             if self._ctx.tracing is not None:
                 self._ctx.tracing.withdrawn(call.sink, reason)
+            self.ended(call, audit.CANCELLED)
             if call.phase == FORWARDED and call.ref is not None:
                 if call.ref is self._ctx.tasks:  # each by its token: a task whose handle never reached
                     tell(call.ref, CancelForward(self._me, call.token, reason))  # the client is cancelled
@@ -306,6 +333,7 @@ class Forwarder:
         """The Session failed: every call it holds is answered now (its client is still there and
         waits), and cancelled upstream."""
         for call in self.table.close(why):
+            self.ended(call, audit.ERROR, jsonrpc.INTERNAL_ERROR)
             if call.sink is not None:
                 _deliver(call.sink, jsonrpc.error(call.rid, jsonrpc.INTERNAL_ERROR, why))
             if call.phase == FORWARDED and call.ref is not None:

@@ -26,6 +26,7 @@ from actors.downstream.client_requests import labelled
 from actors.downstream.calls import Call, CallTable
 from actors.downstream.forwarder import relayed_log_level
 from actors.messages import CancelForward, Forward, ForwardReplied, ServerRequest, UpstreamError
+from actors.ops import records as audit
 from actors.protocol import jsonrpc, modern
 from actors.protocol.request_state import args_digest
 from actors.tells import tell as _tell
@@ -300,6 +301,7 @@ class InputRounds:
         for req in waiting:
             req.on_reply(UpstreamError(jsonrpc.REQUEST_TIMEOUT, reason, server=req.server))
         self._table.settle(call.token)
+        self._fw.ended(call, audit.TIMEOUT, jsonrpc.REQUEST_TIMEOUT)
         if rounds.outcome is None:
             _tell(call.ref, CancelForward(self._me, call.token, reason))
 

@@ -130,7 +130,7 @@ class ToolRequests:
                 outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"troupe internal error in {name}: {exc}",
                                         server="troupe")
             tell(me, CallDone(token, outcome))
-        self._fw.track(rid, sink, passthrough(), work, CORE_DEADLINE, method=name)
+        self._fw.track(rid, sink, passthrough(), work, CORE_DEADLINE, method=name, audited=("troupe", name, args))
 
     def _call(self, rid, entry, args, params, sink) -> None:
         problem = validation.problems(self._view.catalogue().validator(entry), args)

@@ -121,6 +121,12 @@ class Tracing:
         call.span = UpstreamSpan(span)
         return trace_context.with_context(call.params, span.carrier())
 
+    def trace_id_of(self, sink) -> str | None:
+        """The trace (32 hex digits) of the traced request answering through `sink`, for its audit line."""
+        request = traced_of(sink)
+        context = request.trace_context() if request is not None else None
+        return f"{context.trace_id:032x}" if context is not None else None
+
     # ---------------------------------------------------------------- a workflow run
 
     def steps(self, sink, workflow: str) -> StepSpans | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import orjson
 import pykka
 
+from actors.ops import acts
+
 PREFIX = "/api/approvals"
 DECISIONS = {"approve": "approved", "deny": "denied"}
 
@@ -26,7 +28,10 @@ def make_routes(runtime):
         if not name or action not in DECISIONS:
             return _json({"error": f"use POST {PREFIX}/<name>/<approve|deny>"}, "400 Bad Request")
         try:
-            return _json(runtime.decide(name, DECISIONS[action]))
+            decided = runtime.decide(name, DECISIONS[action])
+            acts.record(runtime.observer, action, name, acts.http_actor(environ, bool(runtime.config.serve.auth_token)),
+                        acts.HTTP)
+            return _json(decided)
         except KeyError:
             return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
         except pykka.Timeout:

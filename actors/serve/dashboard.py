@@ -7,6 +7,7 @@ import orjson
 import pykka
 
 from actors.events import kinds as events
+from actors.ops import acts
 from actors.serve.security import ACTION_PREFIX
 
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8",
@@ -58,7 +59,10 @@ def make_control(runtime):
         if runtime.servers.current.get(name) is None:  # a typo is answered here and never reaches the supervisor
             return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
         try:
-            return _json(runtime.control(action, name))
+            done = runtime.control(action, name)
+            acts.record(runtime.observer, action, name, acts.http_actor(environ, bool(runtime.config.serve.auth_token)),
+                        acts.HTTP)
+            return _json(done)
         except KeyError:
             return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
         except PermissionError as exc:  # waits for approval or denied: only a decision moves it

@@ -81,6 +81,8 @@ class App:
             if found is None:
                 return _json({"error": f"unknown server {name!r}"}, "404 Not Found")
             return _json(found)
+        if method == "GET" and path == "/api/history":  # the dashboard's traffic charts
+            return _json(self.rt.history_report())
         if method == "GET" and path == "/events":
             return "200 OK", list(sse.HEADERS), self._events(environ)
         extra = self.extra_routes.get((method, path))

@@ -7,6 +7,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from actors.caching import metrics as cache_metrics
 from actors.ops import trace_metrics
+from actors.ops import metrics as audit_metrics
 from actors.tasks import metrics as task_metrics
 from actors.upstream.stats import LATENCY_BUCKETS
 from actors.supervision.states import CALLABLE_STATES, ServerState
@@ -38,6 +39,7 @@ class TroupeCollector:
         yield from cache_metrics.families(report.get("cache"))
         yield from task_metrics.families(report.get("tasks"))
         yield from trace_metrics.families(report.get("tracing"))
+        yield from audit_metrics.families(report.get("audit"))
         if self.clients is not None:
             yield from _clients(self.clients())
         if self.streams is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, TypeVar, overload
 
-from actors.settings import cache_section, profiles as profiles_mod, serve_section
+from actors.settings import audit_section, cache_section, profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
 from actors.settings import tasks_section, upstream_auth, workflows_section
@@ -54,6 +54,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _T = TypeVar("_T")
 
 _WORKFLOW_KEYS = ("workflows", "workflows_dir")  # actors/settings/workflows_section.py
+_OPS_KEYS = ("audit",)  # actors/settings/audit_section.py
 _KIND_NAMES = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
                "list": "a list", "dict": "a mapping"}
 
@@ -127,10 +128,10 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
         check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles", "cache",
-                                  "telemetry", *_WORKFLOW_KEYS}, "")
+                                  "telemetry", *_WORKFLOW_KEYS, *_OPS_KEYS}, "")
     else:
         check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles", "cache",
-                                  "telemetry", *_WORKFLOW_KEYS}, "")
+                                  "telemetry", *_WORKFLOW_KEYS, *_OPS_KEYS}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -153,11 +154,12 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     cluster = cluster_settings.parse(data.get("cluster"), check.fail, lambda text: expand(text, builtins))
     workflows, workflows_dir = workflows_section.parse(data, loc, check.fail, lambda text: expand(text, builtins), base)
     cache = cache_section.store(data.get("cache"), check.fail)
+    audit = audit_section.parse(data.get("audit"), check, lambda text: expand(text, builtins), base)
     telemetry = trace_settings.parse(data.get("telemetry"), check.fail)
     if check.problems:
         raise ConfigError(check.problems)
     return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles,
-                  workflows, workflows_dir, cache, telemetry)
+                  workflows, workflows_dir, cache, audit=audit, telemetry=telemetry)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:

@@ -198,6 +198,7 @@ class Config:
     workflows_dir: str | None = None  # a directory of one-workflow files, watched at run time
     cache: CacheConfig = CacheConfig()  # the response cache's store (actors/caching)
     telemetry: TelemetryConfig = TelemetryConfig()  # where spans go (actors/ops/trace_settings.py)
+    audit: Any = None  # an audit_section.AuditConfig when `audit.file` is set (actors/ops); None: no audit trail
 
     def profile(self, name: str | None):
         """The Profile named (None: no profile, the whole catalogue)."""

@@ -134,6 +134,7 @@ class TaskRequests:
         call.server, call.method, call.params, call.ref = entry.server, "tools/call", upstream, keeper
         if self._ctx.tracing is not None:  # its CLIENT span, as Forwarder.send opens one: its context goes on
             upstream = self._ctx.tracing.sending(call, view)
+        self._fw.began(call)
         me, token = self._me, call.token
 
         def on_reply(outcome) -> None:  # the keeper's greenlet: a tell, nothing else
@@ -186,6 +187,7 @@ class TaskRequests:
         call = self._fw.table.open(rid, sink, passthrough(), FORWARDED, wait + DEADLINE_MARGIN)
         call.server, call.method, call.params, call.ref = ref.server if ref else "troupe", method, params, \
             self._ctx.tasks
+        self._fw.began(call)
         me, token = self._me, call.token
 
         def on_reply(outcome) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from actors.ops import acts
 from actors.settings import config as config_mod
 from actors.trust import cli_running, ledger, running
 from actors.trust import provenance as trust
@@ -50,6 +51,8 @@ def run(command: str, argv: list[str]) -> int:
     except (LookupError, ValueError, ledger.LedgerError, OSError, cli_running.NotApplied) as exc:
         print(f"troupe {command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    if command != "approvals" and not args.url:  # over HTTP the running troupe records it itself
+        acts.record_offline(result.get("config") or args.config, command, result["server"])
     if args.json:
         print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     elif command == "approvals":

@@ -55,7 +55,7 @@ class WorkflowRequests:
                     tell(me, CallDone(call_token, message, answered=True))
             Runner(workflow, args, rid, to_session, token, me, self._mode, view, ctx, principal, steps).run()
         self._fw.track(rid, sink, None, run, workflow_deadline(ctx, workflow), stop_with=WorkflowCancelled,
-                    method=entry.name)
+                       method=entry.name, audited=(entry.server, entry.original, args))
 
     def changed(self, names: tuple) -> bool:
         """Workflows came, went or changed: in flat mode they are tools, so the tool list of a

@@ -10,11 +10,12 @@ import requests
 
 from tests.e2e.test_metrics import McpHttp
 from tests.support import wait_until
-from tests.support.troupe import server
+from tests.support.troupe import TroupeHttp, server, write_config
 
 pytestmark = pytest.mark.slow  # a headless chromium
 
 SCREENSHOT = "/tmp/troupe-dashboard.png"
+TRAFFIC_SCREENSHOT = "/tmp/troupe-traffic.png"
 
 
 def _status(t, **headers) -> dict:
@@ -176,3 +177,49 @@ def test_dashboard_tasks_panel_shows_the_counts_of_status_and_follows_them(http_
     wait_until(lambda: _task_counts(page).get("cancelled") == 1, 15, interval=0.1, message="cancel shown")
     assert _task_counts(page)["working"] == 0
     assert page.js("window.__loadedOnce") == "yes", "the page reloaded"
+
+
+def test_traffic_charts_show_each_servers_calls_and_latency(tmp_path, browser):
+    """/api/history gains a point per server each sample (0.5 s here): calls/s and p50/p95 of the
+    calls since the last one; the page draws one chart per server that had calls, behind the token."""
+    token = "traffic-s3cret"
+    config = write_config(tmp_path, [server("echo", "tests.servers.echo"), server("idle", "tests.servers.echo")],
+                          mode="flat", json_response=True, auth_token=token)
+    t = TroupeHttp(config, env={"TROUPE_HISTORY_SAMPLE_S": "0.5"})
+    auth = {"Authorization": f"Bearer {token}"}
+    try:
+        wait_until(lambda: _status(t, **auth)["ready"], 20, message="troupe ready")
+        assert requests.get(t.base + "/api/history", timeout=10).status_code == 401
+        client = McpHttp(t.url, headers=auth)
+
+        def busy() -> bool:
+            for i in range(5):
+                client.call("echo__echo", {"text": str(i)})
+            points = requests.get(t.base + "/api/history", headers=auth, timeout=10).json()["servers"].get("echo", [])
+            return any(p[1] > 0 and p[3] is not None for p in points)
+        wait_until(busy, 20, message="a point with echo's calls/s and p50")
+        client.call("echo__fail", {"secret": "do-not-show-4d1f"})  # a tool error: among the last failures
+        client.close()
+        history = requests.get(t.base + "/api/history", headers=auth, timeout=10).json()
+        assert history["sample_s"] == 0.5 and history["window_s"] == 900
+        busiest = max(history["servers"]["echo"], key=lambda p: p[1])
+        assert busiest[1] > 0 and 0 < busiest[3] <= busiest[4]  # calls/s, p50 ≤ p95 (ms)
+        assert all(p[1] == 0 for p in history["servers"].get("idle", []))
+        failed = history["failures"][0]
+        assert (failed["server"], failed["name"], failed["outcome"]) == ("echo", "fail", "is_error"), failed
+        assert "do-not-show-4d1f" not in json.dumps(history)
+
+        page = browser.open(t.base + "/")
+        wait_until(lambda: page.js("!document.getElementById('auth').hidden"), 10, message="token form shown")
+        page.js(f"document.getElementById('token').value = {json.dumps(token)};"
+                " document.getElementById('auth').requestSubmit(); true")
+        wait_until(lambda: page.js("!!document.querySelector('#traffic .chart[data-server=\"echo\"] svg path.calls')"),
+                   20, message="the page draws echo's chart")
+        assert "calls/s" in page.text("#traffic") and "p95" in page.text("#traffic")
+        wait_until(lambda: page.js("!!document.querySelector('#failures tr[data-outcome=\"is_error\"]')"), 20,
+                   message="the page lists the failed call")
+        failures = page.text("#failures")
+        assert "echo" in failures and "fail" in failures and "do-not-show-4d1f" not in failures
+        page.screenshot(TRAFFIC_SCREENSHOT)
+    finally:
+        assert t.stop() == 0

@@ -309,7 +309,9 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
         gc.collect()
         base_greenlets, pid = live_greenlets(), os.getpid()
 
-        troupe = actors.start({"servers": [echo("a"), echo("b")], "serve": {"mode": "flat", "startup_wait": 20}})
+        audit = os.path.join(os.environ["TROUPE_CONFIG_DIR"], "embedded-audit.jsonl")  # its writer stops too
+        troupe = actors.start({"servers": [echo("a"), echo("b")], "serve": {"mode": "flat", "startup_wait": 20},
+                               "audit": {"file": audit}})
         slot["troupe"] = mount("/troupe", actors.wsgi_app(troupe), host)
         seen = []
         troupe.subscribe(["ToolsChanged", "ServerStateChanged"], seen.append)
@@ -361,7 +363,9 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
              actors_running=actors_running, actors_after=actors_after, no_children=no_children,
              greenlets_back=greenlets_back, greenlets=[base_greenlets, live_greenlets()], after_stop=after_stop,
              hello=[hello[0], hello[1].decode()], work=sum(j.value for j in work),
-             saw_events=sorted({e.kind for e in seen}), long_call=caller.value)
+             saw_events=sorted({e.kind for e in seen}), long_call=caller.value,
+             audit=[[r["kind"], r.get("act") or r.get("target"), r.get("via") or r.get("outcome")]
+                    for r in map(json.loads, open(audit))])
     """)
     assert out["http_init"] == 200 and out["registered"] == "ready" and out["late"] == 3
     assert out["children_running"] == 3 and out["actors_running"] >= 8
@@ -374,3 +378,6 @@ def test_stop_leaves_no_actors_greenlets_or_children_and_the_host_runs_on(tmp_pa
     # A call in flight fails at once when the handle stops, instead of waiting out its timeout.
     assert out["long_call"][0] == "this troupe handle was stopped during tools/call"
     assert out["long_call"][1] < 10
+    # the embedding API's approval and the handle's calls are in the audit trail
+    assert ["act", "approve", "embedded"] in out["audit"] and ["call", "echo", "ok"] in out["audit"]
+    assert ["call", "add", "ok"] in out["audit"]

@@ -50,7 +50,8 @@ def _start_troupe(tmp_path, endpoint: str, **telemetry) -> tuple[TroupeHttp, obj
                                    server("hang", "tests.servers.hang", pin=False)],
                         mode="flat", json_response=True)
     data = yaml.safe_load(path.read_text())
-    data.update(telemetry={"otlp_endpoint": endpoint, "service_name": SERVICE, **telemetry}, workflows=[WORKFLOW])
+    data.update(telemetry={"otlp_endpoint": endpoint, "service_name": SERVICE, **telemetry}, workflows=[WORKFLOW],
+                audit={"file": str(tmp_path / "audit.jsonl")})
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
         return TroupeHttp(path), probe, port
@@ -174,6 +175,22 @@ def test_one_trace_runs_from_the_client_through_troupe_to_a_stdio_and_an_http_up
     http_client = by_id[seen["phttp"]]["attributes"]
     assert (http_client["network.transport"], http_client["server.address"], http_client["server.port"]) == \
         ("tcp", "127.0.0.1", port)
+
+
+def test_the_audit_line_of_a_traced_call_names_its_trace(traced, tmp_path_factory):
+    receiver, t, _ = traced
+    traceparent, trace_id, _ = _traceparent()
+    _probed(Session(t.url).call("pstd__probe", {"secret": SECRET}, {"traceparent": traceparent}))
+    audit = next(path for path in tmp_path_factory.getbasetemp().rglob("audit.jsonl"))
+
+    def line():
+        for raw in audit.read_text().splitlines():
+            record = json.loads(raw)
+            if record.get("trace_id") == trace_id:
+                return record
+        return None
+    record = wait_until(line, timeout=10, message="the call's audit line")
+    assert (record["server"], record["target"], record["outcome"]) == ("pstd", "probe", "ok")
 
 
 def test_a_clients_meta_context_wins_over_its_header_and_is_replaced_not_repeated_upstream(traced):

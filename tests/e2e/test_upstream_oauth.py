@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from tests.support import PYTHON, ROOT, wait_until
 from tests.support.ports import start_announced, stop
@@ -203,6 +204,7 @@ def test_per_client_sign_in(tmp_path, oauth_server):
         "type": "streamable-http", "streamable_http": {"url": oauth_server + "/mcp"}}}]
     config = write_config(tmp_path, servers, auth_token=OPERATOR,
                           clients=[{"name": name, "token": token} for name, token in CLIENTS.items()])
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "audit": {"file": "audit.jsonl"}}))
     t = TroupeHttp(config)
     try:
         _sign_in(t, operator=OPERATOR)  # troupe's own grant: the server is ready, its tools are listed
@@ -242,5 +244,14 @@ def test_per_client_sign_in(tmp_path, oauth_server):
     finally:
         assert t.stop() == 0
     log = "".join(t.stderr)
+    audit = (tmp_path / "audit.jsonl").read_text()
     for grant in json.loads(_tokens_file().read_text())["servers"].values():
         assert grant.get("access_token") and grant["access_token"] not in log
+        assert grant["access_token"] not in audit
+        assert not grant.get("client_id") or grant["client_id"] not in audit
+    # each sign-in is an operator act in the audit trail: troupe's own, then each client's
+    acts = [json.loads(line) for line in audit.splitlines() if '"kind":"act"' in line]
+    assert [(a["act"], a["server"], a["by"], a["via"]) for a in acts] == \
+        [("sign-in", "guarded", None, "oauth"), ("sign-in", "guarded", "alice", "oauth"),
+         ("sign-in", "guarded", "bob", "oauth")]
+    assert not any(token in audit for token in CLIENTS.values())
