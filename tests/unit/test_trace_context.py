@@ -117,3 +117,20 @@ def test_the_telemetry_section_is_checked_key_by_key():
         assert key in text, text
     with pytest.raises(ConfigError):
         from_data({"servers": [], "telemetry": "http://x"})
+
+
+def test_without_a_collector_troupe_never_imports_opentelemetry():
+    """Tracing off costs nothing: not even the import (a fresh interpreter, troupe's serving modules)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import actors.main, actors.runtime, actors.downstream.session, actors.serve.http\n"
+            "from actors.ops import trace_settings, trace_wiring\n"
+            "assert trace_wiring.start(trace_settings.TelemetryConfig(), 'stdio') is None\n"
+            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done
