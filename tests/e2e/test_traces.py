@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support import PYTHON, ROOT, wait_until
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.ports import start_announced, stop
-from tests.support.troupe import TroupeHttp, server, write_config
+from tests.support.troupe import Troupe, TroupeHttp, server, write_config
 
 SECRET = "s3cr3t-" + secrets.token_hex(6)  # an argument value: in no span, ever
 SERVICE = "troupe-e2e"
@@ -286,6 +286,31 @@ def test_a_cancelled_call_ends_its_spans_as_cancelled(traced):
 def _in_flight(base: str, name: str) -> int:
     servers = requests.get(base + "/status", timeout=10).json()["servers"]
     return next(s for s in servers if s["name"] == name).get("in_flight") or 0
+
+
+def test_over_stdio_the_context_comes_in_meta_and_the_server_span_says_pipe(traced, tmp_path):
+    receiver, _, _ = traced
+    path = write_config(tmp_path, [server("pstd", "tests.servers.trace_probe", pin=False)], mode="flat")
+    data = yaml.safe_load(path.read_text())
+    data["telemetry"] = {"otlp_endpoint": receiver.url, "service_name": SERVICE}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    t = Troupe(path)
+    try:
+        t.initialize()
+        wait_until(lambda: "pstd__probe" in {tool["name"] for tool in t.request("tools/list")["result"]["tools"]},
+                   timeout=30, message="the probe listed")
+        traceparent, trace_id, client_span = _traceparent()
+        report = _probed(t.request("tools/call", {"name": "pstd__probe", "arguments": {"secret": SECRET},
+                                                  "_meta": {"traceparent": traceparent}}))
+        got_trace, got_parent = _parent_of(report["meta"]["traceparent"])
+        assert got_trace == trace_id and got_parent != client_span
+        spans = _in_trace(receiver, trace_id, {"SERVER": 1, "CLIENT": 1})
+        served = next(s for s in spans if s["kind"] == "SERVER")
+        assert served["parent_span_id"] == client_span and served["attributes"]["network.transport"] == "pipe"
+        assert next(s for s in spans if s["span_id"] == got_parent)["parent_span_id"] == served["span_id"]
+        _no_secret(spans)
+    finally:
+        assert t.close() == 0
 
 
 def _black_hole() -> socket.socket:
