@@ -12,6 +12,7 @@ import pykka
 from loguru import logger
 
 from actors.caching import wiring as caching
+from actors.ops import trace_wiring
 from actors.ops import acts as ops_acts, wiring as ops
 from actors.tasks import wiring as task_wiring
 from actors.events.bus import BusClient, EventBus
@@ -101,6 +102,7 @@ class Runtime:
         # What upstreams are told troupe can relay: everything, whoever connects (mcp.py says why).
         self.client_caps: dict = mcp.relayed_client_capabilities()
         self.workflows = WorkflowService(config)  # sessions read .current (the WorkflowSet)
+        self.tracing = None  # actors.ops.tracing.Tracing once started, when traces are exported
         self.observer = self.audit = None  # the call path's Observer and the audit writer (actors/ops)
         # Rate limits: Sessions check them on each call to a server; a reload gives new ones.
         self.rates = rate_limiter.for_config(config)
@@ -111,6 +113,7 @@ class Runtime:
         if self.bus is not None:
             return self  # already started
         self.bus = BusClient(EventBus.start())
+        self.tracing = trace_wiring.start(self.config.telemetry, self.config.serve.transport)
         self.history = History.start(self.server_totals, history_sample_s())
         self.observer, self.audit = ops.start(self.config, self._instance, (history_listener(self.history),))
         writers, self._writers = self._writers, None
@@ -209,6 +212,8 @@ class Runtime:
                 pass
         if self.shared is not None:  # last: the keeper's final flush goes through its link
             self.shared.stop()
+        if self.tracing is not None:  # after every actor: their last spans go too
+            trace_wiring.stop(self.tracing)
         ops.stop(self.audit)  # after every actor: the calls they ended are written too
         self.rates.close()
 
@@ -295,6 +300,8 @@ class Runtime:
                 entry.update(answer.retired[entry["name"]].plus(now).to_json())
         report["cache"] = caching.cache_status(self.cache)
         report["tasks"] = task_wiring.task_status(self.tasks)
+        if self.tracing is not None:
+            report["tracing"] = trace_wiring.report(self.tracing)
         report["audit"] = ops.status(self.audit)
         report["rates"] = self.rates.report()
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why

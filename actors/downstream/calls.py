@@ -41,7 +41,7 @@ class Call:
 
     __slots__ = ("rid", "server", "method", "params", "sink", "shape", "token", "ref", "retry", "timer",
                  "rounds", "phase", "progress_token", "work", "stop_with", "plan", "failure", "message", "principal",
-                 "audit")
+                 "span", "audit")
 
     def __init__(self, rid, sink, shape, token: int, phase: str):
         self.rid, self.sink, self.shape, self.token, self.phase = rid, sink, shape, token, phase
@@ -59,6 +59,7 @@ class Call:
         self.failure: Any = None  # BACK: the answer if the server does not come back in time
         self.message: Any = None  # SETTLING: the request, handled again once start-up settled
         self.principal: str = ""
+        self.span: Any = None  # its upstream request's CLIENT span while FORWARDED, when traced (actors/ops)
         self.audit: Any = None  # an ops.observer.Begun while the audit trail follows this call
 
     @property
@@ -116,13 +117,15 @@ class CallTable:
         _kill(call.timer)
         call.timer = Deadline(deadline, self._on_deadline, call.token)
 
-    def settle(self, token: int) -> Call | None:
+    def settle(self, token: int, why: str = "the call was answered") -> Call | None:
         """Take the call `token` names out of the table, its deadline dropped: it gets its answer
         now (its work, if any, is what answered, or has ended)."""
         call = self._calls.pop(token, None) if isinstance(token, int) else None
         if call is not None:
             self._unlink(call)
             _kill(call.timer)
+            if call.span is not None:  # an upstream span still open ends with its call, whatever ended it
+                call.span.end(why)
         return call
 
     def withdraw(self, rid, reason: str) -> Call | None:
@@ -132,7 +135,7 @@ class CallTable:
 
     def stop(self, token: int, reason: str) -> Call | None:
         """Take the call out unanswered (or to be answered by the caller), its work stopped."""
-        call = self.settle(token)
+        call = self.settle(token, reason)
         if call is not None:
             _stop(call, reason)
         return call
@@ -157,6 +160,8 @@ class CallTable:
         calls, self._calls, self._by_rid = list(self._calls.values()), {}, {}
         for call in calls:
             _kill(call.timer)
+            if call.span is not None:
+                call.span.end(reason)
             _stop(call, reason)
         return calls
 

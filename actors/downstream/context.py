@@ -45,6 +45,7 @@ class SessionContext:
     slowest_timeout: Callable[[], float]  # the longest server timeout configured now (workflow deadlines)
     tasks: Any = None  # the TaskKeeper's ref (actors/tasks), or None when tasks are off
     task_ids: Any = None  # the TaskIds that seal and open the task ids handed to clients
+    tracing: Any = None  # actors.ops.tracing.Tracing when spans are exported, else None (the hooks' guard)
     observer: Any = None  # the ops.observer.Observer told how each call ended, or None (no audit trail)
     rates: Any = None  # the RateLimiter (actors/ratelimit): checked before each call to a server
 
@@ -66,4 +67,4 @@ def for_runtime(rt) -> SessionContext:
         notify_upstreams=rt.notify_upstreams, client_left=rt.client_left,
         run_core=lambda name, args, view: coretools.run(name, args, rt, view),
         slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT),
-        tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer, rates=rt.rates)
+        tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer, rates=rt.rates, tracing=rt.tracing)

@@ -194,6 +194,8 @@ class Forwarder:
         """The audit trail follows `call` (its server, method and params set) from now on."""
         if self.audit is not None:
             call.audit = self.audit.begin(call.method, call.server, call.params, call.sink)
+            if self._ctx.tracing is not None:  # the audit line names the call's trace
+                call.audit = call.audit._replace(trace_id=self._ctx.tracing.trace_id_of(call.sink))
 
     def ended(self, call: Call, outcome: str, code: int | None = None) -> None:
         """`call` ended unanswered, or answered here with an error: its audit record."""
@@ -216,8 +218,10 @@ class Forwarder:
             tell(me, Progressed(token, params))
         # only a call that asked for progress hands a relay to its Connection
         on_progress = relay_progress if call.progress_token is not None else None
-        sink = call.sink
-        if not tell(ref, Forward(call.method, call.params, on_reply, on_progress=on_progress,
+        sink, params, tracing = call.sink, call.params, self._ctx.tracing
+        if tracing is not None:  # its CLIENT span (call.span), whose context goes upstream in _meta
+            params = tracing.sending(call, self._ctx.servers().get(server))
+        if not tell(ref, Forward(call.method, params, on_reply, on_progress=on_progress,
                                  origin=me, origin_request=token,
                                  client_capabilities=self.relayed_capabilities(sink),
                                  log_level=relayed_log_level(sink), client=self._view.client_name,
@@ -251,6 +255,8 @@ class Forwarder:
         call = self.table.current(token)
         if call is None or call.phase != FORWARDED:
             return  # cancelled, expired, or a late answer of a Connection it no longer waits for
+        if call.span is not None:  # the upstream request is over, whatever becomes of the call
+            call.span.end(outcome)
         if call.parked:  # it ended while its client was away: kept for the retry (InputRounds)
             assert call.rounds is not None  # only a call with rounds is parked
             call.rounds.outcome = outcome
@@ -297,6 +303,8 @@ class Forwarder:
             tell(call.ref, CancelForward(self._me, token, "troupe's deadline passed"))
             outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"server {call.server} gave no answer within {waited:g}s",
                                     server=call.server)
+            if call.span is not None:
+                call.span.end(outcome)
         elif call.phase == BACK:
             failure = call.failure
             outcome = UpstreamError(failure.code, f"{failure.message} (and it was not back within {RETRY_WAIT:g}s)",
@@ -321,6 +329,8 @@ class Forwarder:
         call = self.table.withdraw(rid, reason)
         if call is None:
             return
+        if self._ctx.tracing is not None:  # no answer will pass its sink: its span ends here
+            self._ctx.tracing.withdrawn(call.sink, reason)
         if call.phase == FORWARDED and call.ref is not None:
             tell(call.ref, CancelForward(self._me, call.token, reason))
         self.ended(call, audit.CANCELLED)
@@ -330,6 +340,8 @@ class Forwarder:
         """The client is gone: every call withdrawn, each Connection told once."""
         refs = set()
         for call in self.table.close(reason):
+            if self._ctx.tracing is not None:
+                self._ctx.tracing.withdrawn(call.sink, reason)
             self.ended(call, audit.CANCELLED)
             if call.phase == FORWARDED and call.ref is not None:
                 if call.ref is self._ctx.tasks:  # each by its token: a task whose handle never reached

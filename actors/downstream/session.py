@@ -315,6 +315,8 @@ class Session(pykka.ThreadingActor):
         if not isinstance(params, dict):
             sink(jsonrpc.error(rid, jsonrpc.INVALID_PARAMS, "params must be an object"))
             return
+        if self.ctx.tracing is not None:  # its SERVER span ends with the answer through this sink
+            sink = self.ctx.tracing.served(self, rid, method, params, sink)
         if modern.is_modern(params):
             # stateless: served by this request's own _meta alone (it travels with the sink)
             served = self.modern.request(rid, method, params, sink, principal)

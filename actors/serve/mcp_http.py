@@ -5,6 +5,7 @@ from typing import Any, Iterator
 from urllib.parse import parse_qs
 
 
+from actors.ops import trace_context
 from actors.protocol import inbound, jsonrpc, mcp
 from actors.serve import sse_framing as sse
 from actors.serve.client_counts import ClientCounts
@@ -81,6 +82,8 @@ class McpHttp:
         if msg is None:
             return _refused(checked)
         self.clients.note(environ.get(CLIENT_KEY), msg)
+        if self.rt.tracing is not None:  # the POST's traceparent header: its request's context, as _meta is
+            trace_context.header_into_meta(environ, msg)
         if routes_modern(environ, msg):  # stateless: no session issued, required or looked at
             return self.modern.post(environ, msg)
         if checked.batch:
@@ -260,6 +263,8 @@ class McpHttp:
         if to is None:
             return _refused(checked)
         self.clients.note(environ.get(CLIENT_KEY), checked.message)
+        if self.rt.tracing is not None:
+            trace_context.header_into_meta(environ, checked.message)
         if not self._send(hs, checked.message, to):  # every answer travels on the SSE stream
             return _plain("404 Not Found", "session closed")
         return "202 Accepted", [("Content-Type", "text/plain")], b"Accepted"

@@ -6,6 +6,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.process_collector import ProcessCollector
 
 from actors.caching import metrics as cache_metrics
+from actors.ops import trace_metrics
 from actors.ops import metrics as audit_metrics
 from actors.ratelimit import metrics as rate_metrics
 from actors.tasks import metrics as task_metrics
@@ -38,6 +39,7 @@ class TroupeCollector:
         yield from _discovery(report.get("discovery"))
         yield from cache_metrics.families(report.get("cache"))
         yield from task_metrics.families(report.get("tasks"))
+        yield from trace_metrics.families(report.get("tracing"))
         yield from audit_metrics.families(report.get("audit"))
         yield from rate_metrics.families(report.get("rates"))
         if self.clients is not None:

@@ -15,6 +15,7 @@ from actors.settings import audit_section, cache_section, profiles as profiles_m
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
 from actors.settings import rate_section, tasks_section, upstream_auth, workflows_section
+from actors.ops import trace_settings
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -127,10 +128,10 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     if "mcpServers" in data:
         servers = _claude_servers(data, check, builtins, base)
         check.unknown_keys(data, {"mcpServers", "serve", "discovery", "trust", "cluster", "profiles", "cache",
-                                  *_WORKFLOW_KEYS, *_OPS_KEYS}, "")
+                                  "telemetry", *_WORKFLOW_KEYS, *_OPS_KEYS}, "")
     else:
         check.unknown_keys(data, {"servers", "serve", "discovery", "store", "trust", "cluster", "profiles", "cache",
-                                  *_WORKFLOW_KEYS, *_OPS_KEYS}, "")
+                                  "telemetry", *_WORKFLOW_KEYS, *_OPS_KEYS}, "")
         raw = data.get("servers") or []
         if not isinstance(raw, list):
             check.fail("servers", "must be a list of servers")
@@ -155,10 +156,11 @@ def from_data(data: Any, file: str = "<dict>", located: Located | None = None) -
     cache = cache_section.store(data.get("cache"), check.fail)
     audit = audit_section.parse(data.get("audit"), check, lambda text: expand(text, builtins), base)
     rates = rate_section.parse(data, check.fail)
+    telemetry = trace_settings.parse(data.get("telemetry"), check.fail)
     if check.problems:
         raise ConfigError(check.problems)
     return Config(tuple(servers), serve, MappingProxyType(discovery), file, approvals_file, cluster, profiles,
-                  workflows, workflows_dir, cache, rates, audit=audit)
+                  workflows, workflows_dir, cache, rates, telemetry, audit=audit)
 
 
 def _trust(data: Any, check: _Checker, builtins, base: Path) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from actors import redact
 from actors.settings.cache_section import CacheConfig, ServerCache
 from actors.settings.rate_section import RateConfig
+from actors.ops.trace_settings import TelemetryConfig
 from actors.settings.upstream_auth import UpstreamAuth
 
 TRANSPORT_TYPES = ("stdio", "sse", "streamable-http")
@@ -198,6 +199,7 @@ class Config:
     workflows_dir: str | None = None  # a directory of one-workflow files, watched at run time
     cache: CacheConfig = CacheConfig()  # the response cache's store (actors/caching)
     rates: RateConfig = RateConfig()  # rate limits by profile, server and for anonymous clients (actors/ratelimit)
+    telemetry: TelemetryConfig = TelemetryConfig()  # where spans go (actors/ops/trace_settings.py)
     audit: Any = None  # an audit_section.AuditConfig when `audit.file` is set (actors/ops); None: no audit trail
 
     def profile(self, name: str | None):

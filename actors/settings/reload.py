@@ -128,6 +128,8 @@ class ConfigWatcher(Poller):
         if _serve_differs(self.rt.config.serve, new.serve) or dict(self.rt.config.discovery) != dict(new.discovery) \
                 or self.rt.config.audit != new.audit:
             logger.warning("config reload: serve/discovery/audit settings changed; they apply when troupe restarts")
+        if self.rt.config.telemetry != new.telemetry:  # the tracer and its export are made once, at start
+            logger.warning("config reload: telemetry settings changed; they apply when troupe restarts")
         if self.rt.bus is not None and (added or removed or changed):
             self.rt.bus.publish(ConfigReloaded(added, removed, changed))
 

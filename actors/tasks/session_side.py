@@ -132,6 +132,8 @@ class TaskRequests:
         wait = self._ctx.server_timeout(entry.server) if form else (0.0 if legacy else mint_after or 0.0)
         call = self._fw.table.open(rid, sink, tool_outcome, FORWARDED, wait + DEADLINE_MARGIN)
         call.server, call.method, call.params, call.ref = entry.server, "tools/call", upstream, keeper
+        if self._ctx.tracing is not None:  # its CLIENT span, as Forwarder.send opens one: its context goes on
+            upstream = self._ctx.tracing.sending(call, view)
         self._fw.began(call)
         me, token = self._me, call.token
 

@@ -18,6 +18,7 @@ import requests.adapters
 import urllib3.exceptions
 from loguru import logger
 
+from actors.ops import trace_context
 from actors.protocol import jsonrpc
 from actors.redact import redact_url
 from actors.transports.base import NEEDS_AUTH, LinkFailure, OnClosed, OnMessage, TransportError
@@ -216,7 +217,10 @@ class HttpTransportBase:
 
     def _with_bearer(self, headers: dict, message: dict | None = None) -> dict:
         """The current bearer, read from the AuthKeeper's box on every request: troupe's own, or
-        for a request sent for a client of a per_client server that client's own (or none)."""
+        for a request sent for a client of a per_client server that client's own (or none); and a
+        request's trace context, its _meta's mirrored in the W3C headers (actors/ops/trace_context)."""
+        if message is not None:
+            headers.update(trace_context.headers_of(message))
         client = self._client_of(message)
         if client is not None and self._client_header:
             headers[self._client_header] = client

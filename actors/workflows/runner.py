@@ -72,11 +72,12 @@ class Runner:
     the catalogue now (published snapshots, no actor hop), to name each step's server."""
 
     def __init__(self, workflow: Workflow, input: dict, rid, sink, progress_token, session, mode: str,
-                 view, ctx, principal: str = ""):
+                 view, ctx, principal: str = "", steps=None):
         self.workflow, self.input, self.rid, self.sink = workflow, input, rid, sink
         self.progress_token, self.session, self.mode, self.view = progress_token, session, mode, view
         self.ctx, self.principal = ctx, principal  # the calling Session's context (downstream/context.py)
         self._open: dict[str, str] = {}  # internal request id → step id, while awaiting its answer
+        self.steps = steps  # actors.ops.tracing.StepSpans when the call is traced: one span per step, owned here
 
     # ---------------------------------------------------------------- the call
 
@@ -158,11 +159,15 @@ class Runner:
         params = {"name": step.tool, "arguments": args}
         if self.mode == "meta":  # the client's own route: a meta-mode client calls through call_tool
             params = {"name": "call_tool", "arguments": params}
+        if self.steps is not None:  # the step's span, its context in the request's _meta
+            params = self.steps.started(rid, step, params)
         answer: gevent.event.AsyncResult[tuple[Any, float]] = gevent.event.AsyncResult()
         sink = self._step_sink(answer)
         request = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         deadline = time.monotonic() + self._step_timeout(step)
         if not tell(self.session, ClientMessage(request, sink, self.principal)):
+            if self.steps is not None:
+                self.steps.ended(rid, reason="the client's session has ended")
             return _outcome("the client's session has ended", error=True)
         self._open[rid] = step.id
         return _Pending(step, rid, answer, deadline)
@@ -186,6 +191,8 @@ class Runner:
             return _outcome(f"no answer within {self._step_timeout(pending.step):g}s", error=True), time.monotonic()
         self._open.pop(pending.rid, None)
         message, arrived = got if got is not None else (None, time.monotonic())  # set() always gives a pair
+        if self.steps is not None:
+            self.steps.ended(pending.rid, message)
         return _from_answer(message), arrived
 
     def _step_timeout(self, step: Step) -> float:
@@ -212,6 +219,8 @@ class Runner:
         them and tells their servers (notifications/cancelled upstream)."""
         for rid in [only] if only is not None else list(self._open):
             self._open.pop(rid, None)
+            if self.steps is not None:  # its span ends here: no answer is awaited any more
+                self.steps.ended(rid, reason=reason)
             tell(self.session, ClientMessage(jsonrpc.notification(
                 "notifications/cancelled", {"requestId": rid, "reason": reason}), _ignore, self.principal))
 

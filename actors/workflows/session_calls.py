@@ -41,6 +41,7 @@ class WorkflowRequests:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         principal = getattr(sink, "principal", "") or ""
         ctx, profile = self._ctx, self._view.profile
+        steps = ctx.tracing.steps(sink, workflow.name) if ctx.tracing is not None else None  # its steps' spans
 
         def view():  # the client's view now (published snapshots only), to name each step's server
             return views.view(ctx.catalogue(), profile)
@@ -52,7 +53,7 @@ class WorkflowRequests:
                     tell(me, CallNotice(call_token, message))
                 else:
                     tell(me, CallDone(call_token, message, answered=True))
-            Runner(workflow, args, rid, to_session, token, me, self._mode, view, ctx, principal).run()
+            Runner(workflow, args, rid, to_session, token, me, self._mode, view, ctx, principal, steps).run()
         self._fw.track(rid, sink, None, run, workflow_deadline(ctx, workflow), stop_with=WorkflowCancelled,
                        method=entry.name, audited=(entry.server, entry.original, args))
 
