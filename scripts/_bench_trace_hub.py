@@ -73,13 +73,12 @@ def main() -> None:
     running = False
     tick.join()
 
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    spans: list = []
-    tracing.recorder.add_processor(SimpleNamespace(on_end=spans.append))
+    spans: list = []  # troupe's span records, as its export takes them
+    tracing.recorder.add_processor(SimpleNamespace(on_end=spans.append, takes_records=True))
     for _ in range(MAX_EXPORT_BATCH):
         tracing.recorder.start("tools/call b__echo", SpanKind.SERVER, None, dict(attributes)).end()
     t0 = time.perf_counter()
-    encode_spans(spans).SerializePartialToString()
+    tracing.encoder.request(spans)
     encode_ms = (time.perf_counter() - t0) * 1000
     report = tracing.report()
     tracing.stop(1.0)

@@ -19,8 +19,14 @@ With --hub, it measures instead how long the export holds the gevent hub (script
 gevent-patched as troupe runs): a ticker greenlet's lag while 5000 spans are exported to the receiver,
 to a collector that never answers, and with no tracing at all.
 
+With --encode, it times the encoding of one batch of realistic spans (a traced tools/call's SERVER
+and CLIENT span: ten attributes or so, a client's parent) per span: troupe's encoder
+(actors/ops/otlp_encode.py) against the SDK's (a ReadableSpan each, then its OTLP encoder), and
+checks both decode to the same request.
+
 Usage: python scripts/trace_bench.py [--calls 3000] [--rounds 6] [--out trace-bench.json]
        python scripts/trace_bench.py --hub
+       python scripts/trace_bench.py --encode
 """
 from __future__ import annotations
 
@@ -150,15 +156,60 @@ def hub() -> int:
     return 0
 
 
+def encode() -> int:
+    """µs per span to encode a batch: troupe's encoder and the SDK's, on the same spans."""
+    import timeit
+    from types import SimpleNamespace
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from actors.ops.trace_export import MAX_EXPORT_BATCH
+    from actors.ops.tracing import Tracing
+    from tests.support.otlp_receiver import decode
+
+    tracing = Tracing("http://127.0.0.1:1/v1/traces", "trace-bench", 0.5, "stdio")
+    tracing.stop(0.1)  # its own export takes nothing: the spans are only encoded here
+    records: list = []
+    tracing.recorder.add_processor(SimpleNamespace(on_end=records.append, takes_records=True))
+    client = {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+    for rid in range(MAX_EXPORT_BATCH // 2):
+        sink = tracing.served(SimpleNamespace(key="s1", view=SimpleNamespace(client_name="bench", profile=None),
+                                              handshake=SimpleNamespace(protocol_version="2025-11-25")),
+                              rid, "tools/call", {"name": "b__echo", "_meta": client}, lambda message: None)
+        call = SimpleNamespace(sink=sink, server="b", method="tools/call", params={"name": "echo", "_meta": client},
+                               span=None)
+        tracing.sending(call, None)
+        call.span.end({"content": []})
+        sink({"jsonrpc": "2.0", "id": rid, "result": {"content": []}})
+    readables = [record.readable() for record in records]
+    ours, theirs = tracing.encoder.request(records), encode_spans(readables).SerializePartialToString()
+    same = [MessageToDict(ExportTraceServiceRequest.FromString(body)) for body in (ours, theirs)]
+    assert same[0] == same[1], "troupe's encoding decodes as the SDK's"
+    per_span = 1e6 / len(records)
+    best = {"troupe": lambda: tracing.encoder.request(records),
+            "sdk": lambda: encode_spans([record.readable() for record in records]).SerializePartialToString()}
+    figures = {label: min(timeit.repeat(fn, number=5, repeat=7)) / 5 * per_span for label, fn in best.items()}
+    attributes = sum(len(span["attributes"]) for span in decode(ours)) / len(records)
+    print(f"{len(records)} spans, {attributes:.1f} attributes each: "
+          f"encode per span: troupe {figures['troupe']:.2f} µs, the SDK's {figures['sdk']:.2f} µs "
+          f"(ReadableSpan included)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000, help="calls per way, over all rounds")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--out", default="trace-bench.json")
     parser.add_argument("--hub", action="store_true", help="measure the export's hold on the gevent hub instead")
+    parser.add_argument("--encode", action="store_true", help="time troupe's span encoding against the SDK's")
     args = parser.parse_args(argv)
     if args.hub:
         return hub()
+    if args.encode:
+        return encode()
     try:
         result = measure(args.calls, args.rounds)
     finally:

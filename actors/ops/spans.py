@@ -1,9 +1,10 @@
-"""troupe's spans, recorded the cheap way: a few slots per span while it runs, and at its end one
-SDK ReadableSpan handed to the span processors (the counted batch export, trace_export), which
-the SDK's OTLP exporter encodes as it encodes any span.
+"""troupe's spans, recorded the cheap way: a few slots per span while it runs, and at its end the
+record itself handed to troupe's export (trace_export.BatchExport, which encodes records straight
+to OTLP: otlp_encode); any other span processor (a test's in-memory exporter) gets an SDK
+ReadableSpan made from the record, and only when there is one.
 
 Not the SDK's Tracer: with it troupe's hooks cost 66 µs of CPU per traced call here (two spans:
-sampler, bounded attributes with their locks, context objects) against 15 µs this way, when a
+sampler, bounded attributes with their locks, context objects) against 9-10 µs this way, when a
 tools/call through troupe adds 120-180 µs in all (scripts/trace_bench.py); nor its
 TracerProvider, whose at-fork hook re-detects
 the resource through a thread pool, which under gevent can run troupe's greenlets in the child
@@ -57,6 +58,17 @@ def parent_of(carrier: Mapping[str, str]) -> Parent | None:
                   True)
 
 
+def parent_in(meta) -> Parent | None:
+    """The client's context from a request's _meta, as parent_of(trace_context.carrier_of(...))
+    reads it (a malformed traceparent is none; a malformed tracestate is dropped), in one pass."""
+    parent = meta.get(trace_context.TRACEPARENT) if isinstance(meta, dict) else None
+    if parent is None or not trace_context.valid_traceparent(parent):
+        return None
+    state = meta.get(trace_context.TRACESTATE)
+    return Parent(int(parent[3:35], 16), int(parent[36:52], 16), int(parent[53:55], 16),
+                  state if state and trace_context.valid_tracestate(state) else "", True)
+
+
 class Sampler:
     """Which new traces are recorded, and whether a child follows its parent's flag."""
 
@@ -91,10 +103,14 @@ class SpanRecorder:
         self.resource = Resource.create({"service.name": service_name, "service.version": __version__})
         self.scope = InstrumentationScope("troupe", __version__)
         self.sampler = Sampler(env)
-        self.processors: tuple = ()
+        self.takers: tuple = ()  # processors that take the records themselves (`takes_records`)
+        self.processors: tuple = ()  # the SDK's kind: each gets a ReadableSpan
 
     def add_processor(self, processor) -> None:
-        self.processors = (*self.processors, processor)
+        if getattr(processor, "takes_records", False):
+            self.takers = (*self.takers, processor)
+        else:
+            self.processors = (*self.processors, processor)
 
     def start(self, name: str, kind: SpanKind, parent: Parent | None, attributes: dict) -> RecordedSpan:
         """A span begun now, child of `parent` (None: a trace of its own), its own context ready."""
@@ -116,7 +132,7 @@ class RecordedSpan:
     is what its children and the next hop take."""
 
     __slots__ = ("_recorder", "name", "kind", "trace_id", "span_id", "parent", "flags", "tracestate",
-                 "start_ns", "attributes", "events", "error", "_once")
+                 "start_ns", "end_ns", "attributes", "events", "error", "_once")
 
     def __init__(self, recorder: SpanRecorder, name: str, kind: SpanKind, trace_id: int, span_id: int,
                  parent: Parent | None, flags: int, tracestate: str, attributes: dict) -> None:
@@ -127,12 +143,13 @@ class RecordedSpan:
         self.error = False
         self._once = [True]
         self.start_ns = time.time_ns()
+        self.end_ns = 0
 
     def set_attribute(self, key: str, value: Any) -> None:
         self.attributes[key] = value
 
     def add_event(self, name: str, attributes: dict) -> None:
-        self.events.append(Event(name, attributes))
+        self.events.append((name, attributes, time.time_ns()))
 
     def set_error(self) -> None:
         self.error = True
@@ -154,14 +171,23 @@ class RecordedSpan:
             return  # ended already
         if not self.flags & SAMPLED:
             return
+        self.end_ns = time.time_ns()
+        recorder = self._recorder
+        for taker in recorder.takers:
+            taker.on_end(self)
+        if recorder.processors:
+            readable = self.readable()
+            for processor in recorder.processors:
+                processor.on_end(readable)
+
+    def readable(self) -> ReadableSpan:
+        """This ended span as the SDK's ReadableSpan, for a processor of the SDK's kind."""
         state = TraceState.from_header([self.tracestate]) if self.tracestate else None
-        flags = _FLAGS[self.flags]
         parent = self.parent
-        readable = ReadableSpan(
-            self.name, SpanContext(self.trace_id, self.span_id, False, flags, state),
+        return ReadableSpan(
+            self.name, SpanContext(self.trace_id, self.span_id, False, _FLAGS[self.flags], state),
             SpanContext(parent.trace_id, parent.span_id, parent.remote, _FLAGS[parent.flags & 0xFF], state)
             if parent is not None else None,
-            self._recorder.resource, self.attributes, tuple(self.events), (), self.kind, None,
-            _ERROR if self.error else _UNSET, self.start_ns, time.time_ns(), self._recorder.scope)
-        for processor in self._recorder.processors:
-            processor.on_end(readable)
+            self._recorder.resource, self.attributes,
+            tuple(Event(name, attributes, timestamp) for name, attributes, timestamp in self.events), (),
+            self.kind, None, _ERROR if self.error else _UNSET, self.start_ns, self.end_ns, self._recorder.scope)

@@ -1,7 +1,8 @@
 """The background export of troupe's spans: a batch processor of troupe's own (BatchExport, for
-the reason its docstring gives) in front of the SDK's OTLP/HTTP (protobuf) exporter, both counting
-what was exported and what was dropped, so /metrics shows a collector that is down instead of the
-spans silently going missing.
+the reason its docstring gives) in front of an OTLP/HTTP (protobuf) exporter (RecordExporter:
+troupe's span records encoded by otlp_encode, posted by the SDK's exporter's HTTP client), both
+counting what was exported and what was dropped, so /metrics shows a collector that is down
+instead of the spans silently going missing.
 
 Under gevent the processor's worker thread is a greenlet and the exporter's POST goes through
 gevent's sockets (requests), so an export never blocks a call; it waits `export_timeout_s` at
@@ -18,14 +19,16 @@ from typing import Sequence
 from loguru import logger
 from opentelemetry import context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from actors.ops.otlp_encode import Encoder
 from actors.transports.http_base import lean_session
 
-# The SDK's defaults but a smaller batch: encoding one is CPU on the hub, so a batch must stay
-# well inside DESIGN.md's 50 ms (scripts/trace_bench.py --hub measures it).
-MAX_EXPORT_BATCH = 256
+# The SDK's defaults. Encoding a batch is CPU on the hub, so it must stay well inside DESIGN.md's
+# 50 ms: ~1.5 ms for 512 spans (scripts/trace_bench.py --hub measures it); each POST costs about a
+# millisecond of CPU on either side whatever its size, so a batch is no smaller than it must be.
+MAX_EXPORT_BATCH = 512
 FLUSH_POLL_S = 0.01
 MAX_QUEUE = 2048  # spans waiting for export; past it the oldest is dropped (and counted)
 SCHEDULE_DELAY_MS = 1000  # a quiet troupe's spans reach the collector within about a second
@@ -64,7 +67,7 @@ class CountingExporter(SpanExporter):
         self._inner, self._counts = inner, counts
         self._failing = False
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export(self, spans: Sequence) -> SpanExportResult:
         try:
             result = self._inner.export(spans)
         except Exception:  # the SDK's exporter catches its own errors; this is a net for the rest
@@ -89,6 +92,37 @@ class CountingExporter(SpanExporter):
         return self._inner.force_flush(timeout_millis)
 
 
+class RecordExporter(SpanExporter):
+    """Exports batches of troupe's span records (spans.RecordedSpan): encoded by otlp_encode,
+    posted by the SDK's OTLP exporter's own HTTP client (its retries, timeout, headers,
+    compression and certificates, from the OTEL_EXPORTER_OTLP_* variables as ever). An SDK
+    without that client (older than 1.39) gets ReadableSpans to encode and post itself."""
+
+    def __init__(self, sdk: OTLPSpanExporter, encoder: Encoder) -> None:
+        self._sdk, self._encoder = sdk, encoder
+        client = getattr(sdk, "_client", None)
+        self._post = getattr(client, "export", None)
+        self._max_size = getattr(sdk, "_max_request_size", 0)
+        self._stopped = False
+
+    def export(self, spans: Sequence) -> SpanExportResult:
+        if self._stopped:
+            return SpanExportResult.FAILURE
+        if self._post is None:
+            return self._sdk.export([span.readable() for span in spans])
+        data = self._encoder.request(spans)
+        if 0 < self._max_size < len(data):  # as the SDK's exporter: a batch past the limit is dropped
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if self._post(data).success else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._stopped = True
+        self._sdk.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True  # nothing is buffered here
+
+
 class BatchExport(SpanProcessor):
     """troupe's batch span processor: ended spans queue here (at most `max_queue`; past it the
     oldest is dropped and counted) and one worker thread, a greenlet once troupe has patched,
@@ -102,7 +136,11 @@ class BatchExport(SpanProcessor):
     no fork hook (nor has troupe's span recorder, actors/ops/spans.py, which needs no provider).
 
     The queue is a deque: its appends (any greenlet ending a span) and pops (the worker) are
-    thread-safe by the deque's own contract, and a full deque drops its oldest on append itself."""
+    thread-safe by the deque's own contract, and a full deque drops its oldest on append itself.
+    It takes troupe's span records themselves (`takes_records`), ended and sampled: no
+    ReadableSpan is made for it."""
+
+    takes_records = True
 
     def __init__(self, exporter: SpanExporter, counts: ExportCounts, *, max_queue: int = MAX_QUEUE,
                  batch: int = MAX_EXPORT_BATCH, delay_s: float = SCHEDULE_DELAY_MS / 1000) -> None:
@@ -119,8 +157,8 @@ class BatchExport(SpanProcessor):
     def on_start(self, span, parent_context=None) -> None:
         pass
 
-    def on_end(self, span: ReadableSpan) -> None:
-        if self._stopping or not (span.context and span.context.trace_flags.sampled):
+    def on_end(self, span) -> None:
+        if self._stopping:  # (the recorder hands on sampled spans alone)
             return
         queue = self._queue
         if len(queue) == queue.maxlen:
@@ -168,11 +206,11 @@ class BatchExport(SpanProcessor):
         return not self._queue
 
 
-def start_export(url: str, timeout_s: float, counts: ExportCounts) -> BatchExport:
-    """The counted batch export of spans to `url` (OTLP/HTTP protobuf), its greenlet started.
-    Headers, certificates and compression come from the OTEL_EXPORTER_OTLP_* variables, read by
-    the SDK's exporter itself."""
+def start_export(url: str, timeout_s: float, counts: ExportCounts, encoder: Encoder) -> BatchExport:
+    """The counted batch export of spans to `url` (OTLP/HTTP protobuf, by `encoder`), its
+    greenlet started. Headers, certificates and compression come from the OTEL_EXPORTER_OTLP_*
+    variables, read by the SDK's exporter itself."""
     for name, level in QUIETED:
         logging.getLogger(name).setLevel(level)
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout_s, session=lean_session(url))
-    return BatchExport(CountingExporter(exporter, counts), counts)
+    return BatchExport(CountingExporter(RecordExporter(exporter, encoder), counts), counts)

@@ -24,6 +24,7 @@ for what only troupe knows (server, client, profile, outcome). Never an argument
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from typing import Any
@@ -33,13 +34,16 @@ from opentelemetry.trace import SpanKind
 
 from actors.messages import UpstreamError
 from actors.ops import trace_context
-from actors.ops.spans import Parent, RecordedSpan, SpanRecorder, parent_of
+from actors.ops.spans import Parent, RecordedSpan, SpanRecorder, parent_in
+from actors.ops.otlp_encode import Encoder
 from actors.ops.trace_context import TRACED_METHODS
 from actors.ops.trace_export import ExportCounts, start_export
 from actors.protocol import modern
 from actors.workflows.runner import INTERNAL_ID
 
 MAX_NAME = 128  # characters of a tool or prompt name kept in a span name or attribute
+MEMO = 1024  # session ids hashed, HTTP upstreams' addresses parsed: each done once, not per call
+PIPE = (("network.transport", "pipe"),)
 CACHE_META = "troupe/cache"  # a cached answer's _meta mark (actors/caching/session_side.py)
 
 
@@ -54,7 +58,9 @@ class Tracing:
         self.url = url
         self.counts = ExportCounts()
         self.recorder = SpanRecorder(service_name, os.environ)
-        self.processor = start_export(url, export_timeout_s, self.counts)
+        resource, scope = self.recorder.resource, self.recorder.scope
+        self.encoder = Encoder(resource.attributes, resource.schema_url, scope.name, scope.version or "")
+        self.processor = start_export(url, export_timeout_s, self.counts, self.encoder)
         self.recorder.add_processor(self.processor)
         # how troupe's clients reach it: its front is stdio (a pipe) or HTTP (TCP) for every Session
         self._network = {"network.transport": "pipe"} if serve_transport == "stdio" else \
@@ -70,18 +76,19 @@ class Tracing:
         settled) keeps the sink it has."""
         if method not in TRACED_METHODS or traced_of(sink) is not None:
             return sink
-        parent = parent_of(trace_context.carrier_of(params))  # None: troupe's span starts the trace
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        parent = parent_in(meta)  # None: troupe's span starts the trace
         if isinstance(rid, str) and rid.startswith(INTERNAL_ID):
             return RequestTrace(sink, rid, None, parent)
         name, attributes = _request_attributes(method, params)
         attributes["jsonrpc.request.id"] = str(rid)
         attributes.update(self._network)
-        if modern.is_modern(params):
-            version = params["_meta"].get(modern.META_VERSION)
+        if isinstance(meta, dict) and modern.META_VERSION in meta:  # modern.is_modern, its _meta at hand
+            version = meta.get(modern.META_VERSION)
             if isinstance(version, str):
                 attributes["mcp.protocol.version"] = version
         else:  # a session: its id, hashed (the HTTP session id is a credential of its client)
-            attributes["mcp.session.id"] = hashlib.sha256(session.key.encode()).hexdigest()[:32]
+            attributes["mcp.session.id"] = _session_id(session.key)
             attributes["mcp.protocol.version"] = session.handshake.protocol_version
         view = session.view
         if view.client_name:
@@ -124,7 +131,10 @@ class Tracing:
     def trace_id_of(self, sink) -> str | None:
         """The trace (32 hex digits) of the traced request answering through `sink`, for its audit line."""
         request = traced_of(sink)
-        context = request.trace_context() if request is not None else None
+        if request is None:
+            return None
+        span = request.trace_span
+        context = span if span is not None else request.trace_parent  # its trace is its span's or its parent's
         return f"{context.trace_id:032x}" if context is not None else None
 
     # ---------------------------------------------------------------- a workflow run
@@ -272,13 +282,21 @@ def _request_attributes(method: str, params: Any) -> tuple[str, dict]:
     return method, attributes
 
 
-def _upstream_network(server) -> dict:
+@functools.lru_cache(maxsize=MEMO)  # lru_cache is thread-safe: a memo any Session may fill
+def _session_id(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _upstream_network(server) -> tuple:
     """Where an upstream request goes (`server`: its entry in the Supervisor's directory): a pipe
-    to a child, or TCP to an HTTP server (host and port)."""
+    to a child, or TCP to an HTTP server (host and port); (key, value) pairs."""
     http = getattr(getattr(server, "config", None), "http", None)
-    if http is None:
-        return {"network.transport": "pipe"}
-    parts = urlsplit(http.url)
+    return PIPE if http is None else _http_network(http.url)
+
+
+@functools.lru_cache(maxsize=MEMO)
+def _http_network(url: str) -> tuple:
+    parts = urlsplit(url)
     out: dict[str, Any] = {"network.transport": "tcp", "network.protocol.name": "http"}
     if parts.hostname:
         out["server.address"] = parts.hostname
@@ -286,7 +304,7 @@ def _upstream_network(server) -> dict:
             out["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:  # a malformed port in a URL troupe could not connect to anyway
             pass
-    return out
+    return tuple(out.items())
 
 
 def _end_answered(span: RecordedSpan | None, message: Any) -> None:
