@@ -43,7 +43,9 @@ def with_context(params: Any, carrier: dict[str, str]) -> dict:
     instead of whatever trace context it had: replaced, never added beside the client's."""
     out = dict(params) if isinstance(params, dict) else {}
     given = out.get("_meta")
-    meta = {k: v for k, v in given.items() if k not in KEYS} if isinstance(given, dict) else {}
+    meta = dict(given) if isinstance(given, dict) else {}
+    meta.pop(TRACEPARENT, None)  # (two pops: cheaper than a comprehension over every key, per call)
+    meta.pop(TRACESTATE, None)
     meta.update(carrier)
     out["_meta"] = meta
     return out
