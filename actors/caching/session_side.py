@@ -79,7 +79,7 @@ class CacheSide:
         phase of the call in the Session's call table: a cancel withdraws it, and its deadline
         (LOOKUP_DEADLINE) sends the call on without the cache. The rate limits are checked first
         (unless the caller did: `admitted`), a cache hit included: a limit counts requests."""
-        if not admitted and not self._fw.admit(rid, server, method, sink):
+        if not admitted and not self._fw.admit(rid, server, method, sink, params):
             return
         cache = self._ctx.cache
         if plan is None or cache is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):

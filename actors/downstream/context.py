@@ -41,7 +41,7 @@ class SessionContext:
     set_log_level: Callable[[Any, str | None], None]  # a Session's wish for upstream logs (the Supervisor's)
     notify_upstreams: Callable[[str], None]  # a notification to every live upstream (roots changed)
     client_left: Callable[[Any], None]  # a Session stops: its own upstreams (share: per_client) stop
-    run_core: Callable[[str, dict, Any], dict]  # a core_* tool, blocking: call from a greenlet of its own
+    run_core: Callable[..., dict]  # (name, args, catalogue, client name): a core_* tool, blocking: from a greenlet of its own
     slowest_timeout: Callable[[], float]  # the longest server timeout configured now (workflow deadlines)
     tasks: Any = None  # the TaskKeeper's ref (actors/tasks), or None when tasks are off
     task_ids: Any = None  # the TaskIds that seal and open the task ids handed to clients
@@ -65,6 +65,6 @@ def for_runtime(rt) -> SessionContext:
         retry_tools=rt.retry_tools, passthrough_server=rt.passthrough_server, sign_ins=rt.sign_ins,
         client_sign_ins=rt.client_sign_ins, set_log_level=rt.set_log_level,
         notify_upstreams=rt.notify_upstreams, client_left=rt.client_left,
-        run_core=lambda name, args, view: coretools.run(name, args, rt, view),
+        run_core=lambda name, args, view, client=None: coretools.run(name, args, rt, view, client),
         slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT),
         tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer, rates=rt.rates, tracing=rt.tracing)

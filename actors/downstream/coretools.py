@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from actors.ops import acts
 from actors.downstream.metatools import META_NAMES, MetaError, _tool, text_result
 from actors.trust import provenance as trust
 from actors.workflows import tools as workflow_tools
@@ -110,9 +111,13 @@ HANDLERS: dict[str, Callable[[Any, dict], Any]] = {
 }
 
 
-def run(name: str, args: dict, runtime, view=None) -> dict:
+_ACTS = {"core_service_restart": "restart", "core_service_stop": "stop", "core_service_start": "start"}
+
+
+def run(name: str, args: dict, runtime, view=None, client: str | None = None) -> dict:
     """Blocking: call from a greenlet, never from an actor's own greenlet. `view`: the calling
-    client's catalogue (the workflow tools answer about what that client can call)."""
+    client's catalogue (the workflow tools answer about what that client can call); `client`: its
+    serve.clients name (who did an operator act, in the audit trail)."""
     if name in ADMIN_TOOLS and not runtime.config.serve.client_admin:
         return text_result(f"{name} is off for MCP clients: stopping, starting and removing servers is an "
                            f"operator act (the dashboard, `troupe` commands), unless the operator sets "
@@ -121,7 +126,10 @@ def run(name: str, args: dict, runtime, view=None) -> dict:
         if name in workflow_tools.CORE_NAMES:
             return text_result(workflow_tools.run_core(name, args, runtime.workflows.current,
                                                        view if view is not None else runtime.catalogue()))
-        return text_result(HANDLERS[name](runtime, args))
+        result = text_result(HANDLERS[name](runtime, args))
+        if name in _ACTS:  # an operator act done by an MCP client: in the audit trail, with who did it
+            acts.record(runtime.observer, _ACTS[name], str(args.get("name")), client, acts.MCP)
+        return result
     except MetaError as exc:
         return text_result(f"{name}: {exc}", is_error=True)
     except Exception as exc:  # a failing control path is an answer, not a hang

@@ -153,10 +153,12 @@ class Forwarder:
     def admit(self, rid, server: str, method: str, sink, params=None) -> bool:
         """The client's rate limits (actors/ratelimit) let this call to `server` go: True, or False
         once it is answered with the refusal (at once, never queued; in the audit trail and the
-        dashboard's last failures as `rate_limited`). A modern client's next input round continues
-        a call that was counted already."""
+        dashboard's last failures as `rate_limited`). A modern client's retry that resumes a call
+        troupe parked (its sealed state says so) continues a call counted already; any other retry
+        (answers with no state, a server's own round sent again) reaches the server anew and counts."""
         rates = self._ctx.rates
-        if rates is None or (isinstance(sink, modern.ModernSink) and sink.retry is not None):
+        retry = sink.retry if isinstance(sink, modern.ModernSink) else None
+        if rates is None or (retry is not None and isinstance(retry.state, dict) and retry.state.get("k") == "p"):
             return True
         view = self._view
         refusal = rates.admit(view.client_name, view.profile.name if view.profile is not None else None,

@@ -120,11 +120,11 @@ class ToolRequests:
         """A core_* tool: run (it may block on the runtime's asks) in a greenlet the call table
         tracks, so a cancel or the client's leaving stops it and its answer goes out once."""
         # core_workflow_* answer about this client's view
-        run_core, view, me = self._ctx.run_core, self._view.catalogue(), self._me
+        run_core, view, me, client = self._ctx.run_core, self._view.catalogue(), self._me, self._view.client_name
 
         def work(token: int) -> None:
             try:
-                outcome = run_core(name, args, view)
+                outcome = run_core(name, args, view, client)
             except Exception as exc:  # a bug in a core tool answers its call, nothing else
                 logger.exception("core tool {} failed", name)
                 outcome = UpstreamError(jsonrpc.INTERNAL_ERROR, f"troupe internal error in {name}: {exc}",

@@ -13,7 +13,7 @@ import orjson
 from actors.ops.audit_file import AuditFile
 from actors.ops.records import ActRecord
 
-CLI, HTTP, EMBEDDED, OAUTH = "cli", "http", "embedded", "oauth"  # an act's `via`
+CLI, HTTP, EMBEDDED, OAUTH, MCP = "cli", "http", "embedded", "oauth", "mcp"  # an act's `via`
 OPERATOR = "operator"  # `by` of an HTTP act authorised by serve.auth_token, the operator's own
 
 

@@ -86,16 +86,25 @@ class SessionAudit:
 
     def answered(self, begun: Begun, outcome: Any, from_cache: bool = False) -> None:
         """The call ended with `outcome` (an UpstreamError, a result, or a whole answer: see
-        records.outcome_of)."""
-        kind, code = records.outcome_of(outcome, from_cache)
+        records.outcome_of). Never raises: it runs just before the call's answer goes out."""
+        try:
+            kind, code = records.outcome_of(outcome, from_cache)
+        except Exception:  # an outcome of a shape no rule knows: its line says error, its answer still goes
+            logger.exception("audit: the outcome of a {} could not be read", begun.method)
+            kind, code = records.ERROR, None
         self.ended(begun, kind, code)
 
     def ended(self, begun: Begun, outcome: str, code: int | None = None) -> None:
-        """The call ended with `outcome` (records.OUTCOMES) and, for an error, its JSON-RPC code."""
-        self._observer.report(CallRecord(
-            begun.time, self._observer.instance(), self._client, self._profile, self._key, begun.era, begun.method,
-            begun.server, begun.target, begun.args_sha256, outcome, code,
-            (time.monotonic() - begun.started) * 1000.0, begun.trace_id))
+        """The call ended with `outcome` (records.OUTCOMES) and, for an error, its JSON-RPC code.
+        Never raises: the call path runs it before the call's answer goes out, and a record that
+        cannot be made must not cost the client that answer."""
+        try:
+            self._observer.report(CallRecord(
+                begun.time, self._observer.instance(), self._client, self._profile, self._key, begun.era,
+                begun.method, begun.server, begun.target, begun.args_sha256, outcome, code,
+                (time.monotonic() - begun.started) * 1000.0, begun.trace_id))
+        except Exception:
+            logger.exception("audit: the record of a {} could not be made", begun.method)
 
     def refused(self, method: str, server: str | None, params: Any, sink, outcome: str, code: int | None) -> None:
         """A call refused at once, before it was accepted (a rate limit, say): its record, now."""

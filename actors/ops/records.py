@@ -11,6 +11,7 @@ import orjson
 
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
+from actors.redact import redact_url
 
 # A call's outcome, one of these.
 OK = "ok"
@@ -137,11 +138,12 @@ def target_and_arguments(method: str, params: Any) -> tuple[str | None, Any]:
         name = params.get("name")
         return (name if isinstance(name, str) else None), params.get("arguments") or {}
     if method in ("resources/read", "resources/subscribe"):
-        uri = params.get("uri")
-        return (uri if isinstance(uri, str) else None), None
+        uri = params.get("uri")  # a URI may carry a password or a token: never kept whole
+        return (redact_url(uri) if isinstance(uri, str) else None), None
     if method == "completion/complete":
         ref = params.get("ref")
-        name = (ref.get("name") or ref.get("uri")) if isinstance(ref, dict) else None
+        name = (ref.get("name") or (redact_url(ref["uri"]) if isinstance(ref.get("uri"), str) else None)) \
+            if isinstance(ref, dict) else None
         return (name if isinstance(name, str) else None), params.get("argument")
     return None, {k: v for k, v in params.items() if k != "_meta"}
 

@@ -38,6 +38,7 @@ class AuditWriter:
         self._failed = 0  # the writer greenlet's: records lost to a failing write
         self._last_warning = 0.0
         self._greenlet: gevent.Greenlet | None = None
+        self._writing = False  # a batch is being written in the hub's thread pool
         self._closed = False
 
     def start(self) -> AuditWriter:
@@ -78,7 +79,8 @@ class AuditWriter:
         greenlet.join(timeout=timeout)
         if not greenlet.dead:
             greenlet.kill(block=False)
-        self._file.close()
+        if not self._writing:  # (a write stuck on its disk keeps the file: its thread still holds it)
+            self._file.close()
 
     def _run(self) -> None:
         while True:
@@ -95,8 +97,15 @@ class AuditWriter:
                 return
 
     def _write(self, records: list) -> None:
+        lines = [orjson.dumps(r.to_json()) + b"\n" for r in records]
         try:
-            self._file.write_lines([orjson.dumps(r.to_json()) + b"\n" for r in records])
+            # In a thread of the hub's pool: a regular file's write, stat or rename cannot yield, and a
+            # slow disk (NFS, nearly full) must stall this greenlet, never the hub and every call on it.
+            self._writing = True
+            try:
+                gevent.get_hub().threadpool.apply(self._file.write_lines, (lines,))
+            finally:
+                self._writing = False
             self._written += len(records)
         except (OSError, TypeError) as exc:
             self._failed += len(records)

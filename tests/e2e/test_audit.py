@@ -219,3 +219,26 @@ def test_meta_tools_and_a_workflow_leave_the_lines_of_the_calls_they_made(tmp_pa
     assert lines[3]["args_sha256"] == hashlib.sha256(b'{"a":20,"b":22}').hexdigest()
     assert lines[3]["duration_ms"] >= lines[2]["duration_ms"]  # the run holds its step
     assert {r["session"] for r in lines} == {"stdio"} and SECRETS[0].encode() not in log.read_bytes()
+
+
+def test_a_restart_an_mcp_client_asks_for_is_an_act_naming_that_client(tmp_path):
+    """With serve.client_admin, a client's core_service_restart is an operator act: its line says
+    which client did it, and that it came over MCP."""
+    log = tmp_path / "audit.jsonl"
+    cfg = _config(tmp_path, [server("echo", "tests.servers.echo")], {"file": "audit.jsonl"},
+                  serve={"json_response": True, "client_admin": True, "auth_token": OPERATOR,
+                         "clients": [{"name": "alice", "token": ALICE}]})
+    t = TroupeHttp(cfg)
+    alice = None
+    try:
+        wait_until(lambda: _get(t, "/status").json()["servers"][0]["state"] == "ready", 30, message="echo ready")
+        alice = McpHttp(t.url, {"Authorization": f"Bearer {ALICE}"})
+        assert "error" not in alice.call("core_service_restart", {"name": "echo"})
+        acts = wait_until(lambda: [r for r in _lines(log) if r["kind"] == "act"], 10, message="the act's line")
+        assert [(a["act"], a["server"], a["by"], a["via"]) for a in acts] == [("restart", "echo", "alice", "mcp")]
+        calls = [r for r in _lines(log) if r["kind"] == "call" and r["target"] == "core_service_restart"]
+        assert len(calls) == 1 and calls[0]["client"] == "alice"
+    finally:
+        if alice is not None:
+            alice.close()
+        assert t.stop() == 0

@@ -53,9 +53,9 @@ def _bucket(t: TroupeHttp, scope: str, name: str) -> dict:
     return next(b for b in _status(t)["rates"]["buckets"] if (b["scope"], b["name"]) == (scope, name))
 
 
-def _stateless(url: str, who: str, rid: int, text: str = "hi") -> requests.Response:
+def _stateless(url: str, who: str, rid: int, text: str = "hi", **extra) -> requests.Response:
     return requests.post(url, json={"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
-        "name": "echo__echo", "arguments": {"text": text}, "_meta": META}}, timeout=10,
+        "name": "echo__echo", "arguments": {"text": text}, "_meta": META, **extra}}, timeout=10,
         headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                  "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo__echo",
                  **_auth(who)})
@@ -95,20 +95,23 @@ def test_a_burst_past_the_bucket_is_refused_and_other_profiles_go_on(troupe, tmp
         assert 50 < int(resp.headers["Retry-After"]) <= 60
         body = resp.json()
         assert body["id"] == 41 and body["error"]["code"] == RATE_LIMITED and body["error"]["data"]["name"] == "bots"
+        # a "retry" that resumes nothing troupe parked (answers with no requestState) is a new call: counted
+        dodge = _stateless(troupe.url, "bot", 43, "dodge", inputResponses={})
+        assert dodge.status_code == 429 and dodge.json()["error"]["code"] == RATE_LIMITED, dodge.text
         ok = _stateless(troupe.url, "alice", 42, "modern")
         assert ok.status_code == 200 and text_of(ok.json()) == "modern"
         bots, people = _bucket(troupe, "profile", "bots"), _bucket(troupe, "profile", "people")
-        assert (bots["allowed"], bots["refused"], bots["limit"]) == (3, 2, {"per_minute": 1, "burst": 3})
+        assert (bots["allowed"], bots["refused"], bots["limit"]) == (3, 3, {"per_minute": 1, "burst": 3})
         assert bots["tokens"] < 1
         assert (people["allowed"], people["refused"]) == (11, 0) and people["tokens"] > 38
         metrics = scrape_with(troupe)
-        assert metrics[("troupe_rate_limited_total", _labels("profile", "bots"))] == 2
+        assert metrics[("troupe_rate_limited_total", _labels("profile", "bots"))] == 3
         assert metrics[("troupe_rate_limited_total", _labels("profile", "people"))] == 0
         assert metrics[("troupe_rate_limit_per_minute", _labels("profile", "bots"))] == 1
         assert metrics[("troupe_rate_allowed_total", _labels("profile", "people"))] == 11
         shown = subprocess.run([PYTHON, "-m", "actors.main", "status", "--url", troupe.base,
                                 "--token", TOKENS["operator"]], cwd=ROOT, capture_output=True, text=True, timeout=30)
-        assert "rates: profile bots 1/min burst 3" in shown.stdout and "2 refused" in shown.stdout, shown.stdout
+        assert "rates: profile bots 1/min burst 3" in shown.stdout and "3 refused" in shown.stdout, shown.stdout
         assert all(token not in shown.stdout + "".join(troupe.stderr) for token in TOKENS.values())
         # each refusal is in the audit trail and among the dashboard's last failures, named and coded
         trail = tmp_path / "audit.jsonl"
@@ -116,13 +119,13 @@ def test_a_burst_past_the_bucket_is_refused_and_other_profiles_go_on(troupe, tmp
         def refusals() -> list[dict]:
             lines = [json.loads(line) for line in trail.read_text().splitlines()] if trail.exists() else []
             return [line for line in lines if line.get("outcome") == "rate_limited"]
-        wait_until(lambda: len(refusals()) == 2, 10, message="two rate_limited lines in the audit trail")
+        wait_until(lambda: len(refusals()) == 3, 10, message="three rate_limited lines in the audit trail")
         assert {(r["client"], r["profile"], r["server"], r["target"], r["code"]) for r in refusals()} == {
             ("bot", "bots", "echo", "echo", RATE_LIMITED)}
         assert "one too many" not in trail.read_text()
         failures = requests.get(troupe.base + "/api/history", headers=_auth("operator"), timeout=10).json()["failures"]
         assert [(f["client"], f["outcome"], f["code"]) for f in failures if f["outcome"] == "rate_limited"] == [
-            ("bot", "rate_limited", RATE_LIMITED)] * 2
+            ("bot", "rate_limited", RATE_LIMITED)] * 3
     finally:
         bot.close()
         alice.close()

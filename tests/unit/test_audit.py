@@ -321,3 +321,13 @@ def test_troupe_audit_without_an_audit_file_or_with_a_bad_since_says_so(tmp_path
     cfg2, _ = _trail(tmp_path)
     assert cli.run(["--config", cfg2, "--since", "soon"]) == 2
     assert "--since 'soon'" in capsys.readouterr().err
+
+
+def test_a_resource_uri_is_kept_without_its_password_or_query_values():
+    from actors.ops.records import target_and_arguments
+    target, _ = target_and_arguments("resources/read", {"uri": "postgres://admin:hunter2@db/t?token=abc#frag"})
+    assert target is not None and "hunter2" not in target and "abc" not in target and "frag" not in target
+    assert target.startswith("postgres://admin:") and "db/t" in target and "token=" in target
+    name, _ = target_and_arguments("completion/complete", {"ref": {"type": "ref/resource",
+                                                                   "uri": "https://u:pw@h/x?k=v"}, "argument": {}})
+    assert name is not None and "pw" not in name and "v" not in name.split("?", 1)[1]
