@@ -41,7 +41,8 @@ class SessionContext:
     set_log_level: Callable[[Any, str | None], None]  # a Session's wish for upstream logs (the Supervisor's)
     notify_upstreams: Callable[[str], None]  # a notification to every live upstream (roots changed)
     client_left: Callable[[Any], None]  # a Session stops: its own upstreams (share: per_client) stop
-    run_core: Callable[..., dict]  # (name, args, catalogue, client name): a core_* tool, blocking: from a greenlet of its own
+    # (name, args, catalogue, client name): a core_* tool, blocking: from a greenlet of its own
+    run_core: Callable[..., dict]
     slowest_timeout: Callable[[], float]  # the longest server timeout configured now (workflow deadlines)
     tasks: Any = None  # the TaskKeeper's ref (actors/tasks), or None when tasks are off
     task_ids: Any = None  # the TaskIds that seal and open the task ids handed to clients
