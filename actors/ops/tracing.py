@@ -30,6 +30,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from loguru import logger
 from opentelemetry.trace import SpanKind
 
 from actors.messages import UpstreamError
@@ -39,6 +40,7 @@ from actors.ops.otlp_encode import Encoder
 from actors.ops.trace_context import TRACED_METHODS
 from actors.ops.trace_export import ExportCounts, start_export
 from actors.protocol import modern
+from actors.redact import redact_url
 from actors.workflows.runner import INTERNAL_ID
 
 MAX_NAME = 128  # characters of a tool or prompt name kept in a span name or attribute
@@ -176,7 +178,10 @@ class RequestTrace:
     def __call__(self, message) -> None:
         if self._open and type(message) is dict and "method" not in message and message.get("id") == self._rid:
             self._open = False
-            _end_answered(self.trace_span, message)
+            try:
+                _end_answered(self.trace_span, message)
+            except Exception:  # a span that cannot end must not cost the request its answer
+                logger.exception("tracing: ending a request's span failed")
         self._inner(message)
 
     def __getattr__(self, name: str):
@@ -204,10 +209,18 @@ class UpstreamSpan:
         self._span: RecordedSpan | None = span
 
     def end(self, outcome) -> None:
-        """`outcome`: the upstream's result, an UpstreamError, or why troupe stopped waiting (a str)."""
+        """`outcome`: the upstream's result, an UpstreamError, or why troupe stopped waiting (a str).
+        Never raises: the call path ends it just before the call's answer goes out."""
         span, self._span = self._span, None
         if span is None:
             return
+        try:
+            self._end(span, outcome)
+        except Exception:
+            logger.exception("tracing: ending an upstream span failed")
+
+    @staticmethod
+    def _end(span: RecordedSpan, outcome) -> None:
         if isinstance(outcome, str):
             span.set_attribute("troupe.outcome", "cancelled")
         elif isinstance(outcome, UpstreamError):
@@ -277,8 +290,8 @@ def _request_attributes(method: str, params: Any) -> tuple[str, dict]:
         return f"{method} {name}", attributes
     uri = params.get("uri") if isinstance(params, dict) else None
     if method == "resources/read" and isinstance(uri, str):
-        parts = urlsplit(uri)  # without query or fragment: those may carry what the URI's owner keeps secret
-        attributes["mcp.resource.uri"] = parts._replace(query="", fragment="").geturl()[:1024]
+        # as troupe shows every URL: a password, query values and the fragment replaced (they may be secrets)
+        attributes["mcp.resource.uri"] = redact_url(uri)[:1024]
     return method, attributes
 
 
