@@ -20,27 +20,13 @@ from actors.tasks.keeper import TaskKeeper
 from actors.tasks.messages import TaskCall, TaskOp, Tick, WatchTasks
 from actors.tasks.records import Record, Records
 from actors.tasks.session_side import SESSION_OWNER
+from tests.actors.test_task_keeper import Standin
 from tests.support import wait_until
 
 OK = {"content": [{"type": "text", "text": "ok"}]}
 IDS = TaskIds(StateSealer(lambda: b"k" * 32), 3600)
 CREATED = {"resultType": "task", "taskId": "up-1", "status": "working", "createdAt": "2026-01-01T00:00:00Z",
            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": 60_000, "pollIntervalMs": 100}
-
-
-class Standin(pykka.ThreadingActor):
-    """A Connection that keeps every Forward and CancelForward (answered by the test)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.got: list[Forward] = []
-        self.cancels: list[CancelForward] = []
-
-    def on_receive(self, message):
-        if isinstance(message, Forward):
-            self.got.append(message)
-        elif isinstance(message, CancelForward):
-            self.cancels.append(message)
 
 
 class Watcher(pykka.ThreadingActor):
@@ -93,6 +79,15 @@ def _minted(keeper, conn, proxy, **kw) -> tuple[str, Forward]:
     wait_until(lambda: answers and len(proxy.got.get()) > before, 5)
     assert answers[0]["resultType"] == "task", answers
     return answers[0]["taskId"], proxy.got.get()[before]
+
+
+def _relayed(keeper, conn, proxy, answers: list, created: dict = CREATED) -> str:
+    """A modern server's own task, created through the keeper: its sealed id."""
+    keeper.tell(_call(conn, answers, form=wire.MODERN))
+    wait_until(lambda: proxy.got.get(), 5)
+    proxy.got.get()[0].on_reply(created)
+    wait_until(lambda: answers, 5)
+    return answers[0]["taskId"]
 
 
 def test_each_task_call_names_its_own_caller_and_carries_its_client(rig):
@@ -173,11 +168,7 @@ def test_an_ended_anonymous_sessions_tasks_end_with_it_and_a_named_clients_live_
 def test_a_relayed_tasks_report_is_cleaned_and_bounded_before_it_is_kept(rig):
     make, conn, proxy = rig
     keeper, answers = make(max_result_bytes=200), []
-    keeper.tell(_call(conn, answers, form=wire.MODERN))
-    wait_until(lambda: proxy.got.get(), 5)
-    proxy.got.get()[0].on_reply(CREATED)
-    wait_until(lambda: answers, 5)
-    task_id = answers[0]["taskId"]
+    task_id = _relayed(keeper, conn, proxy, answers)
     got: list = []
     keeper.tell(_op("tasks/get", task_id, got, target=conn))
     wait_until(lambda: len(proxy.got.get()) == 2, 5)
@@ -196,11 +187,7 @@ def test_a_relayed_tasks_report_is_cleaned_and_bounded_before_it_is_kept(rig):
 def test_a_relayed_tasks_error_and_questions_reach_the_client_clean(rig):
     make, conn, proxy = rig
     keeper, answers = make(), []
-    keeper.tell(_call(conn, answers, form=wire.MODERN))
-    wait_until(lambda: proxy.got.get(), 5)
-    proxy.got.get()[0].on_reply(CREATED)
-    wait_until(lambda: answers, 5)
-    task_id = answers[0]["taskId"]
+    task_id = _relayed(keeper, conn, proxy, answers)
     got: list = []
     keeper.tell(_op("tasks/get", task_id, got, target=conn))
     wait_until(lambda: len(proxy.got.get()) == 2, 5)
@@ -220,12 +207,9 @@ def test_a_watched_relayed_task_has_one_poll_in_flight_at_a_time(rig, monkeypatc
     monkeypatch.setattr(relayed, "MIN_POLL_S", 0.0)  # with pollIntervalMs 0, every tick may poll
     make, conn, proxy = rig
     keeper, answers = make(), []
-    keeper.tell(_call(conn, answers, form=wire.MODERN))
-    wait_until(lambda: proxy.got.get(), 5)
-    proxy.got.get()[0].on_reply({**CREATED, "pollIntervalMs": 0})
-    wait_until(lambda: answers, 5)
+    task_id = _relayed(keeper, conn, proxy, answers, {**CREATED, "pollIntervalMs": 0})
     watcher = Watcher.start()
-    keeper.tell(WatchTasks(watcher, (answers[0]["taskId"],)))
+    keeper.tell(WatchTasks(watcher, (task_id,)))
     for _ in range(5):
         keeper.tell(Tick())
     keeper.proxy().stats().get()  # a turn after those ticks: each has run
@@ -323,12 +307,9 @@ def test_over_the_result_budget_the_client_holding_the_most_bytes_loses_its_olde
 def test_a_relayed_tasks_update_with_malformed_responses_is_refused_before_the_server_hears_it(rig):
     make, conn, proxy = rig
     keeper, answers = make(), []
-    keeper.tell(_call(conn, answers, form=wire.MODERN))
-    wait_until(lambda: proxy.got.get(), 5)
-    proxy.got.get()[0].on_reply(CREATED)
-    wait_until(lambda: answers, 5)
+    task_id = _relayed(keeper, conn, proxy, answers)
     refused: list = []
-    keeper.tell(_op("tasks/update", answers[0]["taskId"], refused, target=conn, params={"inputResponses": {"k": 3}}))
+    keeper.tell(_op("tasks/update", task_id, refused, target=conn, params={"inputResponses": {"k": 3}}))
     wait_until(lambda: refused, 5)
     assert isinstance(refused[0], UpstreamError) and refused[0].code == jsonrpc.INVALID_PARAMS
     assert "inputResponses.k" in refused[0].message and len(proxy.got.get()) == 1
