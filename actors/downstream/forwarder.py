@@ -195,9 +195,9 @@ class Forwarder:
     def began(self, call: Call) -> None:
         """The audit trail follows `call` (its server, method and params set) from now on."""
         if self.audit is not None:
-            call.audit = self.audit.begin(call.method, call.server, call.params, call.sink)
-            if self._ctx.tracing is not None:  # the audit line names the call's trace
-                call.audit = call.audit._replace(trace_id=self._ctx.tracing.trace_id_of(call.sink))
+            tracing = self._ctx.tracing  # the audit line names the call's trace
+            call.audit = self.audit.begin(call.method, call.server, call.params, call.sink,
+                                          tracing.trace_id_of(call.sink) if tracing is not None else None)
 
     def ended(self, call: Call, outcome: str, code: int | None = None) -> None:
         """`call` ended unanswered, or answered here with an error: its audit record."""

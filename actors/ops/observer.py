@@ -73,16 +73,17 @@ class SessionAudit:
     def __init__(self, observer: Observer, key: str, client: str | None, profile: str | None) -> None:
         self._observer, self._key, self._client, self._profile = observer, key, client, profile
 
-    def begin(self, method: str, server: str | None, params: Any, sink) -> Begun:
-        """A forwarded request (`params` as it goes to `server`) is accepted."""
+    def begin(self, method: str, server: str | None, params: Any, sink, trace_id: str | None = None) -> Begun:
+        """A forwarded request (`params` as it goes to `server`) is accepted; `trace_id`: its trace's."""
         target, arguments = records.target_and_arguments(method, params)
-        return self.begin_named(method, server, target, arguments, sink)
+        return self.begin_named(method, server, target, arguments, sink, trace_id)
 
-    def begin_named(self, method: str, server: str | None, target: str | None, arguments: Any, sink) -> Begun:
+    def begin_named(self, method: str, server: str | None, target: str | None, arguments: Any, sink,
+                    trace_id: str | None = None) -> Begun:
         """A call of `target` with `arguments` (a core tool, a workflow run) is accepted."""
         era = "legacy" if modern.envelope_of(sink) is None else "modern"
         digest = records.args_digest(arguments) if self._observer.digest else None
-        return Begun(time.time(), time.monotonic(), era, method, server, target, digest)
+        return Begun(time.time(), time.monotonic(), era, method, server, target, digest, trace_id)
 
     def answered(self, begun: Begun, outcome: Any, from_cache: bool = False) -> None:
         """The call ended with `outcome` (an UpstreamError, a result, or a whole answer: see

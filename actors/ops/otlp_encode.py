@@ -70,8 +70,10 @@ def attributes(tag: bytes, pairs: Mapping[str, Any]) -> bytes:
 
 
 class Encoder:
-    """Encodes batches of span records for one resource and scope (both fixed for troupe's life).
-    Used by the export greenlet alone: its attribute cache has that one writer."""
+    """Encodes span records for one resource and scope (both fixed for troupe's life): each span
+    as it ends (`span`, from trace_export.BatchExport.on_end, in the hub's thread) and batches of
+    them (`request_of_encoded`, the export greenlet's). Its caches are written by `span` alone,
+    which never yields, so no two greenlets are ever inside it at once."""
 
     def __init__(self, resource: Mapping[str, Any], resource_schema: str, scope_name: str, scope_version: str) -> None:
         self._resource = field(b"\x0a", attributes(b"\x0a", resource))  # ResourceSpans.resource (1)
@@ -84,7 +86,11 @@ class Encoder:
     def request(self, spans: Iterable) -> bytes:
         """An ExportTraceServiceRequest of `spans` (RecordedSpan-like: the fields `span` reads)."""
         span = self.span
-        scope_spans = self._scope + b"".join([field(b"\x12", span(s)) for s in spans])
+        return self.request_of_encoded([span(s) for s in spans])
+
+    def request_of_encoded(self, spans: Iterable[bytes]) -> bytes:
+        """An ExportTraceServiceRequest of spans `span` has encoded already (each as it ended)."""
+        scope_spans = self._scope + b"".join([field(b"\x12", s) for s in spans])
         resource_spans = self._resource + field(b"\x12", scope_spans) + self._resource_schema
         return field(b"\x0a", resource_spans)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Protocol
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -33,6 +33,7 @@ SAMPLED, RANDOM = 0x01, 0x02  # W3C trace-flags: sampled; level 2's random trace
 _FLAGS = {flags: TraceFlags(flags) for flags in range(256)}
 _UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
 _ID_SPACE = 1 << 64
+_random_bits = random.getrandbits
 SAMPLERS = ("always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off",
             "parentbased_traceidratio")
 
@@ -46,6 +47,22 @@ class Parent(NamedTuple):
     flags: int
     tracestate: str
     remote: bool
+
+
+class Context(Protocol):
+    """What a span's children need of it: a Parent, a RecordedSpan, or a traced request
+    (tracing.RequestTrace) whose SERVER span is not made yet."""
+
+    @property
+    def trace_id(self) -> int: ...
+    @property
+    def span_id(self) -> int: ...
+    @property
+    def flags(self) -> int: ...
+    @property
+    def tracestate(self) -> str: ...
+    @property
+    def remote(self) -> bool: ...
 
 
 def parent_of(carrier: Mapping[str, str]) -> Parent | None:
@@ -81,7 +98,7 @@ class Sampler:
         ratio = 1.0 if root == "always_on" else 0.0 if root == "always_off" else _ratio(env)
         self._bound = int(ratio * _ID_SPACE)  # traceidratio: the low 64 bits of the trace id below it
 
-    def sampled(self, trace_id: int, parent: Parent | None) -> bool:
+    def sampled(self, trace_id: int, parent: Context | None) -> bool:
         if parent is not None and self.follows_parent:
             return bool(parent.flags & SAMPLED)
         return (trace_id & (_ID_SPACE - 1)) < self._bound
@@ -112,18 +129,23 @@ class SpanRecorder:
         else:
             self.processors = (*self.processors, processor)
 
-    def start(self, name: str, kind: SpanKind, parent: Parent | None, attributes: dict) -> RecordedSpan:
+    def start(self, name: str, kind: SpanKind, parent: Context | None, attributes: dict) -> RecordedSpan:
         """A span begun now, child of `parent` (None: a trace of its own), its own context ready."""
-        span_id = random.getrandbits(64) or 1
-        if parent is None:
-            trace_id = random.getrandbits(128) or 1
-            flags = RANDOM | (SAMPLED if self.sampler.sampled(trace_id, None) else 0)
-            state = ""
-        else:
-            trace_id, state = parent.trace_id, parent.tracestate
-            sampled = self.sampler.sampled(trace_id, parent)
-            flags = (parent.flags & ~SAMPLED) | (SAMPLED if sampled else 0)
+        trace_id, span_id, flags, state = self.child_ids(parent)
         return RecordedSpan(self, name, kind, trace_id, span_id, parent, flags, state, attributes)
+
+    def child_ids(self, parent: Context | None) -> tuple[int, int, int, str]:
+        """(trace id, span id, flags, tracestate) of a span begun now as `parent`'s child: what
+        the next hop needs of it, before (or without) its RecordedSpan."""
+        span_id = _random_bits(64) or 1
+        if parent is None:
+            trace_id = _random_bits(128) or 1
+            return trace_id, span_id, RANDOM | (SAMPLED if self.sampler.sampled(trace_id, None) else 0), ""
+        trace_id = parent.trace_id
+        if self.sampler.follows_parent:  # the default: the parent's sampled flag is the child's
+            return trace_id, span_id, parent.flags, parent.tracestate
+        flags = (parent.flags & ~SAMPLED) | (SAMPLED if self.sampler.sampled(trace_id, parent) else 0)
+        return trace_id, span_id, flags, parent.tracestate
 
 
 class RecordedSpan:
@@ -133,16 +155,18 @@ class RecordedSpan:
 
     __slots__ = ("_recorder", "name", "kind", "trace_id", "span_id", "parent", "flags", "tracestate",
                  "start_ns", "end_ns", "attributes", "events", "error", "_once")
+    remote = False  # as a parent (a Parent's fields: ids, flags, tracestate), one of troupe's own
 
     def __init__(self, recorder: SpanRecorder, name: str, kind: SpanKind, trace_id: int, span_id: int,
-                 parent: Parent | None, flags: int, tracestate: str, attributes: dict) -> None:
+                 parent: Context | None, flags: int, tracestate: str, attributes: dict,
+                 start_ns: int | None = None) -> None:
         self._recorder, self.name, self.kind = recorder, name, kind
         self.trace_id, self.span_id, self.parent, self.flags = trace_id, span_id, parent, flags
         self.tracestate, self.attributes = tracestate, attributes
         self.events: list = []
         self.error = False
         self._once = [True]
-        self.start_ns = time.time_ns()
+        self.start_ns = start_ns if start_ns is not None else time.time_ns()  # given: begun earlier
         self.end_ns = 0
 
     def set_attribute(self, key: str, value: Any) -> None:
@@ -164,14 +188,16 @@ class RecordedSpan:
             out[trace_context.TRACESTATE] = self.tracestate
         return out
 
-    def end(self) -> None:
+    def end(self, at_ns: int | None = None) -> None:
+        """End the span (at `at_ns`, when the call path took its end's time and left the rest
+        for later: trace_later), handing it to the processors when it is sampled."""
         try:
             self._once.pop()
         except IndexError:
             return  # ended already
         if not self.flags & SAMPLED:
             return
-        self.end_ns = time.time_ns()
+        self.end_ns = at_ns if at_ns is not None else time.time_ns()
         recorder = self._recorder
         for taker in recorder.takers:
             taker.on_end(self)

@@ -51,6 +51,21 @@ def with_context(params: Any, carrier: dict[str, str]) -> dict:
     return out
 
 
+def with_traceparent(params: Any, traceparent: str, tracestate: str) -> dict:
+    """with_context for troupe's own span, its context given as its two strings (no carrier
+    dict: this runs on every traced upstream request)."""
+    out = dict(params) if type(params) is dict else {}
+    given = out.get("_meta")
+    meta = dict(given) if type(given) is dict else {}
+    meta[TRACEPARENT] = traceparent
+    if tracestate:
+        meta[TRACESTATE] = tracestate
+    else:
+        meta.pop(TRACESTATE, None)
+    out["_meta"] = meta
+    return out
+
+
 def headers_of(message: Any) -> dict[str, str]:
     """The HTTP headers that mirror a request's _meta trace context (an HTTP upstream reads either)."""
     params = message.get("params") if type(message) is dict else None

@@ -14,7 +14,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from loguru import logger
 from opentelemetry import context
@@ -25,9 +25,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from actors.ops.otlp_encode import Encoder
 from actors.transports.http_base import lean_session
 
-# The SDK's defaults. Encoding a batch is CPU on the hub, so it must stay well inside DESIGN.md's
-# 50 ms: ~1.5 ms for 512 spans (scripts/trace_bench.py --hub measures it); each POST costs about a
-# millisecond of CPU on either side whatever its size, so a batch is no smaller than it must be.
+# The SDK's defaults. Spans are encoded one at a time as they end (BatchExport's `encode`), so a
+# batch's own CPU on the hub is joining and posting it (scripts/trace_bench.py --hub measures the
+# hold); each POST costs about a millisecond of CPU on either side whatever its size, so a batch is
+# no smaller than it must be.
 MAX_EXPORT_BATCH = 512
 FLUSH_POLL_S = 0.01
 MAX_QUEUE = 2048  # spans waiting for export; past it the oldest is dropped (and counted)
@@ -102,15 +103,19 @@ class RecordExporter(SpanExporter):
         self._sdk, self._encoder = sdk, encoder
         client = getattr(sdk, "_client", None)
         self._post = getattr(client, "export", None)
+        # each span is encoded as it ends (off the call path: trace_later) when troupe posts itself
+        self.encode = encoder.span if self._post is not None else None
         self._max_size = getattr(sdk, "_max_request_size", 0)
         self._stopped = False
 
     def export(self, spans: Sequence) -> SpanExportResult:
+        """`spans`: span records, or their encodings (BatchExport encodes each as it ends)."""
         if self._stopped:
             return SpanExportResult.FAILURE
         if self._post is None:
             return self._sdk.export([span.readable() for span in spans])
-        data = self._encoder.request(spans)
+        data = self._encoder.request_of_encoded(spans) if spans and type(spans[0]) is bytes else \
+            self._encoder.request(spans)
         if 0 < self._max_size < len(data):  # as the SDK's exporter: a batch past the limit is dropped
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS if self._post(data).success else SpanExportResult.FAILURE
@@ -138,13 +143,18 @@ class BatchExport(SpanProcessor):
     The queue is a deque: its appends (any greenlet ending a span) and pops (the worker) are
     thread-safe by the deque's own contract, and a full deque drops its oldest on append itself.
     It takes troupe's span records themselves (`takes_records`), ended and sampled: no
-    ReadableSpan is made for it."""
+    ReadableSpan is made for it. With `encode`, each is encoded as it ends and its bytes wait in
+    the queue: the spans' encoding is spread over the hub's idle turns after each call
+    (trace_later) instead of holding the hub for a whole batch at once; the export greenlet only
+    joins and posts them."""
 
     takes_records = True
 
     def __init__(self, exporter: SpanExporter, counts: ExportCounts, *, max_queue: int = MAX_QUEUE,
-                 batch: int = MAX_EXPORT_BATCH, delay_s: float = SCHEDULE_DELAY_MS / 1000) -> None:
+                 batch: int = MAX_EXPORT_BATCH, delay_s: float = SCHEDULE_DELAY_MS / 1000,
+                 encode: Callable[[Any], bytes] | None = None) -> None:
         self._exporter, self._counts, self._batch, self._delay = exporter, counts, batch, delay_s
+        self._encode = encode
         self._queue: collections.deque = collections.deque(maxlen=max_queue)
         self._wake = threading.Event()
         self._stopping = False
@@ -163,7 +173,7 @@ class BatchExport(SpanProcessor):
         queue = self._queue
         if len(queue) == queue.maxlen:
             self._counts.add(dropped=1)  # the append below pushes the oldest out
-        queue.append(span)
+        queue.append(span if self._encode is None else self._encode(span))
         if len(queue) >= self._batch:
             self._wake.set()
 
@@ -213,4 +223,5 @@ def start_export(url: str, timeout_s: float, counts: ExportCounts, encoder: Enco
     for name, level in QUIETED:
         logging.getLogger(name).setLevel(level)
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout_s, session=lean_session(url))
-    return BatchExport(CountingExporter(RecordExporter(exporter, encoder), counts), counts)
+    records = RecordExporter(exporter, encoder)
+    return BatchExport(CountingExporter(records, counts), counts, encode=records.encode)

@@ -17,6 +17,11 @@ table holds what the span measures, and is ended exactly once by it:
   INTERNAL  a workflow run's greenlet (StepSpans): ended when its step is answered, times out
             or is cancelled with the run.
 
+What the next hop needs is done on the call path: a span's ids, its times, the context in
+_meta. The rest (its name and attributes, its end's marks, its hand-over to the export) is queued
+in trace_later.Later and run when the hub is idle, so it costs a call none of its latency; every
+change to one span goes through that queue, in order, so none is exported half made.
+
 Attributes follow OpenTelemetry's semantic conventions for MCP (mcp.method.name, gen_ai.tool.name,
 gen_ai.prompt.name, mcp.session.id, mcp.protocol.version) and JSON-RPC (jsonrpc.request.id,
 rpc.response.status_code, rpc.jsonrpc.error_code, error.type), the network ones, and troupe.*
@@ -27,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,7 +41,8 @@ from opentelemetry.trace import SpanKind
 
 from actors.messages import UpstreamError
 from actors.ops import trace_context
-from actors.ops.spans import Parent, RecordedSpan, SpanRecorder, parent_in
+from actors.ops.spans import SAMPLED, Context, Parent, RecordedSpan, SpanRecorder, parent_in
+from actors.ops.trace_later import Later
 from actors.ops.otlp_encode import Encoder
 from actors.ops.trace_context import TRACED_METHODS
 from actors.ops.trace_export import ExportCounts, start_export
@@ -47,6 +54,7 @@ MAX_NAME = 128  # characters of a tool or prompt name kept in a span name or att
 MEMO = 1024  # session ids hashed, HTTP upstreams' addresses parsed: each done once, not per call
 PIPE = (("network.transport", "pipe"),)
 CACHE_META = "troupe/cache"  # a cached answer's _meta mark (actors/caching/session_side.py)
+_NO_VERSION = object()  # a request whose _meta names no protocol version: a session's
 
 
 class Tracing:
@@ -64,6 +72,7 @@ class Tracing:
         self.encoder = Encoder(resource.attributes, resource.schema_url, scope.name, scope.version or "")
         self.processor = start_export(url, export_timeout_s, self.counts, self.encoder)
         self.recorder.add_processor(self.processor)
+        self.later = Later()  # the spans' work that waits for an idle hub (see the module's docstring)
         # how troupe's clients reach it: its front is stdio (a pipe) or HTTP (TCP) for every Session
         self._network = {"network.transport": "pipe"} if serve_transport == "stdio" else \
             {"network.transport": "tcp", "network.protocol.name": "http"}
@@ -75,29 +84,49 @@ class Tracing:
         request's SERVER span (a traced method) and its parent context (the client's, from _meta,
         where the HTTP front has put its headers too). A workflow's own step request gets no
         SERVER span: its runner's step span is its parent. A request handled again (start-up
-        settled) keeps the sink it has."""
+        settled) keeps the sink it has. Only the span's ids and start are taken now; its record
+        is made when it ends, off the call path."""
         if method not in TRACED_METHODS or traced_of(sink) is not None:
             return sink
-        meta = params.get("_meta") if isinstance(params, dict) else None
+        meta = params.get("_meta") if type(params) is dict else None
         parent = parent_in(meta)  # None: troupe's span starts the trace
+        request = RequestTrace(sink, rid, parent, self.later)
         if isinstance(rid, str) and rid.startswith(INTERNAL_ID):
-            return RequestTrace(sink, rid, None, parent)
-        name, attributes = _request_attributes(method, params)
-        attributes["jsonrpc.request.id"] = str(rid)
+            return request  # a workflow step's request: the step's span is its context
+        request.trace_id, request.span_id, request.flags, request.tracestate = self.recorder.child_ids(parent)
+        if request.flags & SAMPLED:  # an unsampled span is never made: nothing to read for it
+            request.trace_open = True
+            # what its attributes are made of, read now: the params and the session go on changing
+            view = session.view
+            version = meta.get(modern.META_VERSION, _NO_VERSION) if type(meta) is dict else _NO_VERSION
+            request.trace_facts = (self, method, _target(params), version,
+                                   session.key if version is _NO_VERSION else None,
+                                   session.handshake.protocol_version if version is _NO_VERSION else None,
+                                   view.client_name, view.profile)
+        return request
+
+    def served_span(self, request: RequestTrace, facts: tuple, end_ns: int) -> None:
+        """A SERVER span made and ended, as `request` and its answer's `facts` say (Later's job)."""
+        _, method, target, version, session_key, session_version, client, profile = request.trace_facts
+        name, attributes = _request_attributes(method, *target)
+        attributes["jsonrpc.request.id"] = str(request.trace_rid)
         attributes.update(self._network)
-        if isinstance(meta, dict) and modern.META_VERSION in meta:  # modern.is_modern, its _meta at hand
-            version = meta.get(modern.META_VERSION)
-            if isinstance(version, str):
-                attributes["mcp.protocol.version"] = version
-        else:  # a session: its id, hashed (the HTTP session id is a credential of its client)
-            attributes["mcp.session.id"] = _session_id(session.key)
-            attributes["mcp.protocol.version"] = session.handshake.protocol_version
-        view = session.view
-        if view.client_name:
-            attributes["troupe.client"] = view.client_name
-        if view.profile is not None:
-            attributes["troupe.profile"] = view.profile.name
-        return RequestTrace(sink, rid, self.recorder.start(name, SpanKind.SERVER, parent, attributes), None)
+        if version is _NO_VERSION:  # a session: its id, hashed (the HTTP session id is a credential of its client)
+            attributes["mcp.session.id"] = _session_id(session_key)
+            attributes["mcp.protocol.version"] = session_version
+        elif isinstance(version, str):  # a modern request: its version from its _meta
+            attributes["mcp.protocol.version"] = version
+        if client:
+            attributes["troupe.client"] = client
+        if profile is not None:
+            attributes["troupe.profile"] = profile.name
+        if request.trace_server is not None:
+            attributes["troupe.server"] = request.trace_server
+        span = RecordedSpan(self.recorder, name, SpanKind.SERVER, request.trace_id, request.span_id,
+                            request.trace_parent, request.flags, request.tracestate, attributes,
+                            request.trace_start)
+        span.events.extend(request.trace_events)
+        _finish(span, facts, end_ns)
 
     def withdrawn(self, sink, reason: str) -> None:
         """Forwarder's hook: the Session withdrew this request's call; no answer will pass its sink."""
@@ -117,26 +146,35 @@ class Tracing:
         if request is None:
             return call.params
         request.trace_sent += 1
-        served = request.trace_span
-        if served is not None:
-            served.set_attribute("troupe.server", call.server)
-            if request.trace_sent > 1:
-                served.add_event("troupe.retry", {"troupe.attempt": request.trace_sent, "troupe.server": call.server,
-                                                  "troupe.reason": "the server restarted under the call"})
-        name, attributes = _request_attributes(call.method, call.params)
-        attributes["troupe.server"] = call.server
-        attributes.update(_upstream_network(server))
-        span = self.recorder.start(name, SpanKind.CLIENT, request.trace_context(), attributes)
-        call.span = UpstreamSpan(span)
-        return trace_context.with_context(call.params, span.carrier())
+        context = request.trace_context()
+        trace_id, span_id, flags, state = self.recorder.child_ids(context)
+        if flags & SAMPLED:
+            call.span = UpstreamSpan(self, context, trace_id, span_id, flags, state,
+                                     (call.method, _target(call.params), call.server, server))
+            if request.span_id:
+                request.trace_server = call.server
+                if request.trace_sent > 1:
+                    request.trace_events.append(
+                        ("troupe.retry", {"troupe.attempt": request.trace_sent, "troupe.server": call.server,
+                                          "troupe.reason": "the server restarted under the call"}, time.time_ns()))
+        return trace_context.with_traceparent(call.params, f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}", state)
+
+    def upstream_span(self, upstream: UpstreamSpan, facts: tuple, end_ns: int) -> None:
+        """A CLIENT span made and ended, as `upstream` and its outcome's `facts` say (Later's job)."""
+        method, target, server, entry = upstream.facts
+        name, attributes = _request_attributes(method, *target)
+        attributes["troupe.server"] = server
+        attributes.update(_upstream_network(entry))
+        span = RecordedSpan(self.recorder, name, SpanKind.CLIENT, upstream.trace_id, upstream.span_id,
+                            upstream.parent, upstream.flags, upstream.tracestate, attributes, upstream.start_ns)
+        _finish(span, facts, end_ns)
 
     def trace_id_of(self, sink) -> str | None:
         """The trace (32 hex digits) of the traced request answering through `sink`, for its audit line."""
         request = traced_of(sink)
         if request is None:
             return None
-        span = request.trace_span
-        context = span if span is not None else request.trace_parent  # its trace is its span's or its parent's
+        context = request.trace_context()  # its trace is its span's or its parent's
         return f"{context.trace_id:032x}" if context is not None else None
 
     # ---------------------------------------------------------------- a workflow run
@@ -144,7 +182,8 @@ class Tracing:
     def steps(self, sink, workflow: str) -> StepSpans | None:
         """The step spans of a workflow run answering through `sink` (None: not a traced request)."""
         request = traced_of(sink)
-        return StepSpans(self.recorder, request.trace_context(), workflow) if request is not None else None
+        return StepSpans(self.recorder, request.trace_context(), workflow, self.later) if request is not None \
+            else None
 
     # ---------------------------------------------------------------- edge
 
@@ -155,31 +194,43 @@ class Tracing:
     def stop(self, timeout_s: float) -> None:
         """Flush what is queued, waiting `timeout_s` at most (a collector that is down costs its
         spans, never troupe's stop), then end the export."""
+        self.later.stop()  # the spans still waiting to be filled and ended first
         self.processor.shutdown(timeout_millis=int(timeout_s * 1000))
 
 
 class RequestTrace:
     """The sink a traced client request is answered through: the front's own sink, wrapped. It
-    ends the request's SERVER span (`trace_span`; None for a workflow's step, whose parent is its
-    runner's span) as the request's one answer passes, and holds what the request's upstream
-    spans hang from. Everything else reads through to the front's sink (`withdrawn`,
-    `principal`…): this wrapper's own names all start with `trace_`, so none hides one of the
-    front's. Made by its request's Session; ended by whoever gives the request its one answer (the
-    Session, or the TaskKeeper for a task) or by the Session withdrawing it, whichever is first: the
-    span itself ends once whoever asks (RecordedSpan.end), `_open` only spares it the call."""
+    holds the request's SERVER span until it ends (its ids and start, `trace_facts` for its
+    attributes; no span of its own for a workflow's step, whose parent is its runner's span) and
+    is the context its upstream spans hang from (trace_id, span_id, flags, tracestate, remote:
+    spans.Context). Its span's record is made and ended, off the call path, when the request's one
+    answer passes through it. Everything else reads through to the front's sink (`withdrawn`,
+    `principal`…): this wrapper's own names are the context's and start with `trace_`, so none
+    hides one of the front's. Made by its request's Session; ended by whoever gives the request its
+    one answer (the Session, or the TaskKeeper for a task) or by the Session withdrawing it,
+    whichever is first (`trace_open`: once)."""
 
-    __slots__ = ("_inner", "_rid", "trace_span", "trace_parent", "trace_sent", "_open")
+    __slots__ = ("_inner", "trace_rid", "trace_parent", "trace_id", "span_id", "flags", "tracestate", "trace_start",
+                 "trace_sent", "trace_open", "trace_facts", "trace_server", "trace_events", "_later")
+    remote = False  # as a parent: one of troupe's own spans
 
-    def __init__(self, inner, rid, span: RecordedSpan | None, parent: Parent | None) -> None:
-        self._inner, self._rid, self.trace_span, self.trace_parent = inner, rid, span, parent
+    def __init__(self, inner, rid, parent: Parent | None, later: Later) -> None:
+        self._inner, self.trace_rid, self.trace_parent, self._later = inner, rid, parent, later
+        self.trace_id = self.span_id = self.flags = 0  # no span of its own (yet)
+        self.tracestate = ""
+        self.trace_start = time.time_ns()
         self.trace_sent = 0  # upstream sends of this request (a second one is a retry)
-        self._open = span is not None
+        self.trace_open = False  # a sampled span not ended yet
+        self.trace_facts: tuple = ()
+        self.trace_server: str | None = None  # the server its last upstream request went to
+        self.trace_events: list = []
 
     def __call__(self, message) -> None:
-        if self._open and type(message) is dict and "method" not in message and message.get("id") == self._rid:
-            self._open = False
-            try:
-                _end_answered(self.trace_span, message)
+        if self.trace_open and type(message) is dict and "method" not in message \
+                and message.get("id") == self.trace_rid:
+            self.trace_open = False
+            try:  # what the end says is read now (the message may change once sent); the span is made later
+                self._later.add(self.trace_facts[0].served_span, self, _answer_facts(message), time.time_ns())
             except Exception:  # a span that cannot end must not cost the request its answer
                 logger.exception("tracing: ending a request's span failed")
         self._inner(message)
@@ -187,58 +238,54 @@ class RequestTrace:
     def __getattr__(self, name: str):
         return getattr(self._inner, name)
 
-    def trace_context(self) -> Parent | None:
-        """The parent of this request's upstream and step spans."""
-        return self.trace_span.parent_context() if self.trace_span is not None else self.trace_parent
+    def trace_context(self) -> RequestTrace | Parent | None:
+        """The parent of this request's upstream and step spans: its own span's context, or (a
+        workflow step's request) the step span's."""
+        return self if self.span_id else self.trace_parent
 
     def trace_withdrawn(self) -> None:
         """The Session withdrew the request: no answer will pass, its span ends as cancelled."""
-        if self._open and self.trace_span is not None:
-            self._open = False
-            self.trace_span.set_attribute("troupe.outcome", "cancelled")
-            self.trace_span.end()
+        if self.trace_open:
+            self.trace_open = False
+            self._later.add(self.trace_facts[0].served_span, self, CANCELLED, time.time_ns())
 
 
 class UpstreamSpan:
-    """One upstream request's CLIENT span, held by its Call in the Session's CallTable: `end`
-    ends it once, whichever way the call ends first; later calls do nothing."""
+    """One upstream request's sampled CLIENT span, held by its Call in the Session's CallTable
+    until it ends: its ids, start and what its attributes are made of (`facts`). `end` ends it
+    once, whichever way the call ends first (later calls do nothing); its record is made then,
+    off the call path."""
 
-    __slots__ = ("_span",)
+    __slots__ = ("_tracing", "parent", "trace_id", "span_id", "flags", "tracestate", "facts", "start_ns", "_open")
 
-    def __init__(self, span: RecordedSpan) -> None:
-        self._span: RecordedSpan | None = span
+    def __init__(self, tracing: Tracing, parent, trace_id: int, span_id: int, flags: int, tracestate: str,
+                 facts: tuple) -> None:
+        self._tracing, self.parent, self.trace_id, self.span_id = tracing, parent, trace_id, span_id
+        self.flags, self.tracestate, self.facts = flags, tracestate, facts
+        self.start_ns = time.time_ns()
+        self._open = True
 
     def end(self, outcome) -> None:
         """`outcome`: the upstream's result, an UpstreamError, or why troupe stopped waiting (a str).
         Never raises: the call path ends it just before the call's answer goes out."""
-        span, self._span = self._span, None
-        if span is None:
+        if not self._open:
             return
+        self._open = False
         try:
-            self._end(span, outcome)
+            self._tracing.later.add(self._tracing.upstream_span, self, _outcome_facts(outcome), time.time_ns())
         except Exception:
             logger.exception("tracing: ending an upstream span failed")
-
-    @staticmethod
-    def _end(span: RecordedSpan, outcome) -> None:
-        if isinstance(outcome, str):
-            span.set_attribute("troupe.outcome", "cancelled")
-        elif isinstance(outcome, UpstreamError):
-            if outcome.link_lost:
-                span.add_event("troupe.upstream.lost", {"troupe.server": outcome.server or ""})
-            _mark_error(span, outcome.code)
-        else:
-            _mark_result(span, outcome)
-        span.end()
 
 
 class StepSpans:
     """The INTERNAL spans of one workflow run's steps, by the step request's id: owned by the
     run's greenlet (workflows/runner.py), each ended once when its step is answered, times out,
-    or the run is cancelled or fails."""
+    or the run is cancelled or fails. Their ends go through the Tracing's Later queue, as every
+    span's do, so spans reach the export in the order they ended."""
 
-    def __init__(self, recorder: SpanRecorder, parent: Parent | None, workflow: str) -> None:
-        self._recorder, self._parent, self._workflow = recorder, parent, workflow
+    def __init__(self, recorder: SpanRecorder, parent: Context | None, workflow: str,
+                 later: Later) -> None:
+        self._recorder, self._parent, self._workflow, self._later = recorder, parent, workflow, later
         self._open: dict[str, RecordedSpan] = {}
 
     def started(self, rid: str, step, params: dict) -> dict:
@@ -254,14 +301,8 @@ class StepSpans:
         span = self._open.pop(rid, None)
         if span is None:
             return
-        if reason is not None:
-            span.set_attribute("troupe.outcome", "cancelled" if "deadline" not in reason else "timeout")
-            if "deadline" in reason:
-                span.set_attribute("error.type", "timeout")
-                span.set_error()
-            span.end()
-            return
-        _end_answered(span, answer)
+        facts = _answer_facts(answer) if reason is None else TIMED_OUT if "deadline" in reason else CANCELLED
+        self._later.add(_finish, span, facts, time.time_ns())
 
 
 def traced_of(sink) -> RequestTrace | None:
@@ -275,12 +316,20 @@ def traced_of(sink) -> RequestTrace | None:
     return None
 
 
-def _request_attributes(method: str, params: Any) -> tuple[str, dict]:
+def _target(params: Any) -> tuple:
+    """(tool or prompt name, resource URI) of a request's params, as strings or None: what its
+    span's name and attributes are made of, read on the call path (cheap), used later."""
+    if type(params) is not dict:
+        return None, None
+    name, uri = params.get("name"), params.get("uri")
+    return name if isinstance(name, str) else None, uri if isinstance(uri, str) else None
+
+
+def _request_attributes(method: str, name: str | None, uri: str | None) -> tuple[str, dict]:
     """(span name, attributes) of an MCP request: `{method} {target}` with the tool or prompt
     name as target (never a resource URI in the name: too many distinct names)."""
     attributes: dict[str, Any] = {"mcp.method.name": method}
-    name = params.get("name") if isinstance(params, dict) else None
-    name = name[:MAX_NAME] if isinstance(name, str) else None
+    name = name[:MAX_NAME] if name else None
     if method == "tools/call" and name:
         attributes["gen_ai.tool.name"] = name
         attributes["gen_ai.operation.name"] = "execute_tool"
@@ -288,8 +337,7 @@ def _request_attributes(method: str, params: Any) -> tuple[str, dict]:
     if method == "prompts/get" and name:
         attributes["gen_ai.prompt.name"] = name
         return f"{method} {name}", attributes
-    uri = params.get("uri") if isinstance(params, dict) else None
-    if method == "resources/read" and isinstance(uri, str):
+    if method == "resources/read" and uri is not None:
         # as troupe shows every URL: a password, query values and the fragment replaced (they may be secrets)
         attributes["mcp.resource.uri"] = redact_url(uri)[:1024]
     return method, attributes
@@ -320,44 +368,73 @@ def _http_network(url: str) -> tuple:
     return tuple(out.items())
 
 
-def _end_answered(span: RecordedSpan | None, message: Any) -> None:
-    """End a span with the JSON-RPC answer it measured: an error's code, a tool's isError, a round
+# How a span ended, as _answer_facts and _outcome_facts read it on the call path: (outcome, error
+# code, cache age, events) with outcome one of these; _finish writes it on the span later.
+OK, TOOL_ERROR, INPUT_REQUIRED, ERROR = "ok", "tool_error", "input_required", "error"
+CANCELLED = ("cancelled", None, None, ())
+TIMED_OUT = ("timeout", None, None, ())  # a workflow step troupe stopped waiting for at its deadline
+NO_AGE = -1.0  # a cache hit whose age is not a number
+
+
+def _answer_facts(message: Any) -> tuple:
+    """How the JSON-RPC answer `message` ends a span: an error's code, a tool's isError, a round
     asking for input, a cache hit. Only codes and marks: no message text (it may quote arguments)."""
-    if span is None:
-        return
     if type(message) is dict and "error" in message:
         error = message.get("error")
-        _mark_error(span, error.get("code") if type(error) is dict else None)
-    else:
-        result = message.get("result") if type(message) is dict else None
-        if type(result) is dict:
-            meta = result.get("_meta")
-            mark = meta.get(CACHE_META) if type(meta) is dict else None
-            if type(mark) is dict and mark.get("hit") is True:
-                age = mark.get("age_s")
-                span.add_event("troupe.cache.hit", {"troupe.cache.age_s": float(age)}
-                               if isinstance(age, (int, float)) and not isinstance(age, bool) else {})
-        _mark_result(span, result)
-    span.end()
+        return ERROR, error.get("code") if type(error) is dict else None, None, ()
+    result = message.get("result") if type(message) is dict else None
+    if type(result) is not dict:
+        return OK, None, None, ()
+    age = None
+    meta = result.get("_meta")
+    if type(meta) is dict:
+        mark = meta.get(CACHE_META)
+        if type(mark) is dict and mark.get("hit") is True:
+            age = mark.get("age_s")
+            age = float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else NO_AGE
+    return _result_kind(result), None, age, ()
 
 
-def _mark_result(span: RecordedSpan, result: Any) -> None:
-    if type(result) is dict and result.get("isError") is True:
-        span.set_attribute("error.type", "tool_error")
-        span.set_attribute("troupe.outcome", "tool_error")
+def _outcome_facts(outcome: Any) -> tuple:
+    """How an upstream request's outcome ends its CLIENT span: `outcome` is the upstream's result,
+    an UpstreamError, or why troupe stopped waiting (a str)."""
+    if isinstance(outcome, str):
+        return CANCELLED
+    if isinstance(outcome, UpstreamError):
+        lost = (("troupe.upstream.lost", {"troupe.server": outcome.server or ""}, time.time_ns()),) \
+            if outcome.link_lost else ()
+        return ERROR, outcome.code, None, lost
+    return _result_kind(outcome), None, None, ()
+
+
+def _result_kind(result: Any) -> str:
+    if type(result) is dict:
+        if result.get("isError") is True:
+            return TOOL_ERROR
+        if result.get("resultType") == "input_required":  # modern.input_required, inline
+            return INPUT_REQUIRED
+    return OK
+
+
+def _finish(span: RecordedSpan | None, facts: tuple, at_ns: int | None) -> None:
+    """End `span` as `facts` say (ended at `at_ns`, when the call path took the time)."""
+    if span is None:
+        return
+    outcome, code, age, events = facts
+    span.events.extend(events)
+    if age is not None:
+        span.events.append(("troupe.cache.hit", {"troupe.cache.age_s": age} if age != NO_AGE else {},
+                            at_ns or time.time_ns()))
+    if outcome == ERROR:
+        if isinstance(code, int) and not isinstance(code, bool):
+            span.set_attribute("rpc.response.status_code", str(code))
+            span.set_attribute("rpc.jsonrpc.error_code", code)
+            span.set_attribute("error.type", str(code))
+        else:
+            span.set_attribute("error.type", "_OTHER")
         span.set_error()
-    elif modern.input_required(result):
-        span.set_attribute("troupe.outcome", "input_required")
-    else:
-        span.set_attribute("troupe.outcome", "ok")
-
-
-def _mark_error(span: RecordedSpan, code: Any) -> None:
-    if isinstance(code, int) and not isinstance(code, bool):
-        span.set_attribute("rpc.response.status_code", str(code))
-        span.set_attribute("rpc.jsonrpc.error_code", code)
-        span.set_attribute("error.type", str(code))
-    else:
-        span.set_attribute("error.type", "_OTHER")
-    span.set_attribute("troupe.outcome", "error")
-    span.set_error()
+    elif outcome == TOOL_ERROR or outcome == TIMED_OUT[0]:
+        span.set_attribute("error.type", outcome)
+        span.set_error()
+    span.set_attribute("troupe.outcome", outcome)
+    span.end(at_ns)

@@ -62,6 +62,7 @@ class Front:
 
 
 def _spans(tracing):
+    tracing.later.run()  # the spans' deferred work (actors/ops/trace_later.py), as an idle hub runs it
     return tracing.memory.get_finished_spans()
 
 
