@@ -197,7 +197,7 @@ class Forwarder:
         if self.audit is not None:
             tracing = self._ctx.tracing  # the audit line names the call's trace
             call.audit = self.audit.begin(call.method, call.server, call.params, call.sink,
-                                          tracing.trace_id_of(call.sink) if tracing is not None else None)
+                                          tracing.trace_of(call.sink) if tracing is not None else None)
 
     def ended(self, call: Call, outcome: str, code: int | None = None) -> None:
         """`call` ended unanswered, or answered here with an error: its audit record."""

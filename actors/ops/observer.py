@@ -61,7 +61,7 @@ class Begun(NamedTuple):
     server: str | None
     target: str | None
     args_sha256: str | None
-    trace_id: str | None = None
+    trace_id: int | None = None  # the call's trace, as tracing.Tracing.trace_of gives it
 
 
 class SessionAudit:
@@ -73,13 +73,13 @@ class SessionAudit:
     def __init__(self, observer: Observer, key: str, client: str | None, profile: str | None) -> None:
         self._observer, self._key, self._client, self._profile = observer, key, client, profile
 
-    def begin(self, method: str, server: str | None, params: Any, sink, trace_id: str | None = None) -> Begun:
+    def begin(self, method: str, server: str | None, params: Any, sink, trace_id: int | None = None) -> Begun:
         """A forwarded request (`params` as it goes to `server`) is accepted; `trace_id`: its trace's."""
         target, arguments = records.target_and_arguments(method, params)
         return self.begin_named(method, server, target, arguments, sink, trace_id)
 
     def begin_named(self, method: str, server: str | None, target: str | None, arguments: Any, sink,
-                    trace_id: str | None = None) -> Begun:
+                    trace_id: int | None = None) -> Begun:
         """A call of `target` with `arguments` (a core tool, a workflow run) is accepted."""
         era = "legacy" if modern.envelope_of(sink) is None else "modern"
         digest = records.args_digest(arguments) if self._observer.digest else None

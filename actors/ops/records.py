@@ -40,7 +40,8 @@ class CallRecord:
     the tool, resource URI or prompt name as that server knows it. `args_sha256` digests the
     canonical arguments (orjson, keys sorted): equal arguments give equal digests, and no
     argument value is ever kept. `outcome` is one of OUTCOMES, `code` the JSON-RPC error code of
-    an `error` or `timeout`. `trace_id` is the call's trace (None until tracing fills it)."""
+    an `error` or `timeout`. `trace_id` is the call's trace (None until tracing fills it): as
+    tracing gives it, an int, written as 32 hex digits in the line (off the call path)."""
 
     time: float
     instance: str | None
@@ -55,7 +56,7 @@ class CallRecord:
     outcome: str
     code: int | None
     duration_ms: float
-    trace_id: str | None = None
+    trace_id: int | str | None = None
 
     def to_json(self) -> dict:
         """The record as one audit line's object (`kind: call`)."""
@@ -63,7 +64,7 @@ class CallRecord:
                 "profile": self.profile, "session": self.session, "era": self.era, "method": self.method,
                 "server": self.server, "target": self.target, "args_sha256": self.args_sha256,
                 "outcome": self.outcome, "code": self.code, "duration_ms": round(self.duration_ms, 3),
-                "trace_id": self.trace_id}
+                "trace_id": f"{self.trace_id:032x}" if type(self.trace_id) is int else self.trace_id}
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,13 +169,14 @@ class Tracing:
                             upstream.parent, upstream.flags, upstream.tracestate, attributes, upstream.start_ns)
         _finish(span, facts, end_ns)
 
-    def trace_id_of(self, sink) -> str | None:
-        """The trace (32 hex digits) of the traced request answering through `sink`, for its audit line."""
+    def trace_of(self, sink) -> int | None:
+        """The trace id of the traced request answering through `sink`, for its audit line (an
+        int: the line writes it as 32 hex digits, off the call path)."""
         request = traced_of(sink)
         if request is None:
             return None
         context = request.trace_context()  # its trace is its span's or its parent's
-        return f"{context.trace_id:032x}" if context is not None else None
+        return context.trace_id if context is not None else None
 
     # ---------------------------------------------------------------- a workflow run
 
