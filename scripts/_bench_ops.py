@@ -10,8 +10,10 @@ p50 (troupe with nothing on minus the direct call); the goal of issue 29: each u
 from __future__ import annotations
 
 import contextlib
-import http.server
-import threading
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
 
 import yaml
 from _bench_latency import _interleaved
@@ -21,25 +23,11 @@ from _bench_rpc import LOGS, StdioRpc
 
 GOAL = 0.10  # each feature adds at most this share of troupe's own added p50
 ROUNDS_FACTOR = 8
-DIRECT, PLAIN, AUDIT, TRACES, RATE = ("direct stdio", "troupe, nothing on", "troupe + audit trail",
-                                      "troupe + traces", "troupe + rate limit")
-
-
-class _Sink(http.server.BaseHTTPRequestHandler):
-    """An OTLP/HTTP collector that takes every export and keeps nothing (it counts the exports)."""
-
-    exports = 0
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        type(self).exports += 1
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
+DIRECT, PLAIN, AUDIT, TRACES, TRACED_CLIENT, RATE = (
+    "direct stdio", "troupe, nothing on", "troupe + audit trail", "troupe + traces",
+    "troupe + traces, client's traceparent", "troupe + rate limit")
+# A tracing client's context, sent with each call of TRACED_CLIENT: troupe's spans join its trace.
+CLIENT_TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def _with(config, extra: dict, label: str):
@@ -57,20 +45,24 @@ def run(settings, report: Report) -> dict:
     backend = bench_backend()
     tool, arguments = backend.tool, backend.arguments
     plain = troupe_config("ops", [stdio_entry("b", backend, prefix="")])
-    sink = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
-    threading.Thread(target=sink.serve_forever, daemon=True).start()
-    endpoint = f"http://127.0.0.1:{sink.server_address[1]}"
+    # the collector in a process of its own, as a real one is (scripts/_bench_otlp_sink.py says why)
+    sink = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_bench_otlp_sink.py"))],
+                            stdout=subprocess.PIPE, text=True)
+    assert sink.stdout is not None
+    endpoint = f"http://127.0.0.1:{int(sink.stdout.readline())}"
     configs = {
         PLAIN: plain,
         AUDIT: _with(plain, {"audit": {"file": str(LOGS / "ops-audit.jsonl")}}, "audit"),
         TRACES: _with(plain, {"telemetry": {"otlp_endpoint": endpoint, "service_name": "troupe-bench"}}, "traces"),
+        TRACED_CLIENT: _with(plain, {"telemetry": {"otlp_endpoint": endpoint, "service_name": "troupe-bench"}},
+                             "traced-client"),
         RATE: _with(plain, {"serve": {"rate": {"per_minute": 10_000_000, "burst": 1_000_000}}}, "rate"),
     }
     try:
         with contextlib.ExitStack() as stack:
             clients = {DIRECT: StdioRpc(list(backend.cmd), label="direct-ops")}
             for name, config in configs.items():
-                clients[name] = troupe_stdio(f"ops-{name.split()[-1]}", config)
+                clients[name] = troupe_stdio(f"ops-{config.stem.removeprefix('troupe-ops-')}", config)
             for client in clients.values():
                 stack.enter_context(client)
                 client.initialize()
@@ -78,23 +70,35 @@ def run(settings, report: Report) -> dict:
                 if name != DIRECT:
                     client.list_tools()  # troupe's first list waits for its backend
             paths = {name: (lambda c=c: c.call(tool, arguments)) for name, c in clients.items()}
+            traced_call = {"name": tool, "arguments": arguments, "_meta": {"traceparent": CLIENT_TRACEPARENT}}
+            paths[TRACED_CLIENT] = lambda c=clients[TRACED_CLIENT]: c.request("tools/call", traced_call)
             # differences of a few µs: ROUNDS_FACTOR times the usual rounds, so noise is not read as cost
             latency = _interleaved(paths, settings.latency_rounds * ROUNDS_FACTOR, settings.latency_block,
-                                   settings.latency_warmup)
+                                   settings.latency_warmup,
+                                   cpu_pids={name: c.pid for name, c in clients.items() if name != DIRECT})
+        with urllib.request.urlopen(endpoint + "/exports", timeout=10) as resp:
+            exports = int(resp.read())
     finally:
-        sink.shutdown()
+        sink.terminate()
+        sink.wait(10)
     direct = latency[DIRECT]["p50_ms"]
     added = {name: (f["p50_ms"] - direct) * 1000.0 for name, f in latency.items()}  # µs
     own = max(added[PLAIN], 1e-6)
     report.row(section, DIRECT, f"p50 {direct * 1000:.0f} µs", "baseline")
+    cpu = {name: latency[name]["cpu_ms_per_call"] * 1000.0 for name in configs}  # µs of troupe's CPU per call
+    p99 = {name: latency[name]["p99_ms"] * 1000.0 for name in configs}
     report.row(section, PLAIN, f"+{added[PLAIN]:.0f} µs p50", "troupe's own added p50")
+    report.row(section, "  its CPU per call, p99", f"{cpu[PLAIN]:.0f} µs, p99 {p99[PLAIN]:.0f} µs", "")
     goals = {}
-    for name in (AUDIT, TRACES, RATE):
+    for name in (AUDIT, TRACES, TRACED_CLIENT, RATE):
         cost = added[name] - added[PLAIN]
         share = cost / own
         met = share <= GOAL
-        goals[name] = {"added_us": cost, "share_of_troupe": share, "met": met}
+        goals[name] = {"added_us": cost, "share_of_troupe": share, "met": met,
+                       "cpu_added_us": cpu[name] - cpu[PLAIN], "p99_us": p99[name]}
         report.row(section, name, f"+{added[name]:.0f} µs p50 ({cost:+.0f} µs)",
                    f"{share:.2f}× troupe's own", f"<= {GOAL:g}×", met)
-    report.row(section, "  OTLP exports the sink took", str(_Sink.exports), "")
-    return {"latency": latency, "added_p50_us": added, "goals": goals, "otlp_exports": _Sink.exports}
+        report.row(section, "  its CPU per call, p99",
+                   f"{cpu[name]:.0f} µs ({cpu[name] - cpu[PLAIN]:+.0f}), p99 {p99[name]:.0f} µs", "")
+    report.row(section, "  OTLP exports the sink took", str(exports), "")
+    return {"latency": latency, "added_p50_us": added, "goals": goals, "otlp_exports": exports}
