@@ -16,9 +16,10 @@ import gevent
 from loguru import logger
 
 from actors.downstream.calls import (
-    BACK, FORWARDED, IDEMPOTENT_METHODS, LOCAL, LOOKUP, RETRY_WAIT, SETTLING, Call, CallTable, Progressed, ServerBack,
-    Settled, progress_notice, wait_for_server, withdrawn,
+    BACK, FORWARDED, IDEMPOTENT_METHODS, LOCAL, LOOKUP, RETRY_WAIT, SETTLING, WAKING, Call, CallTable, Progressed,
+    ServerBack, Settled, progress_notice, wait_for_server, withdrawn,
 )
+from actors.downstream import waking
 from actors.messages import CancelForward, Forward, ForwardReplied, UpstreamError
 from actors.ops import records as audit
 from actors.protocol import eras, jsonrpc, mcp, modern
@@ -209,6 +210,9 @@ class Forwarder:
         server, token, me = call.server, call.token, self._me
         ref, status = self.connection(server, call.sink)
         if ref is None:
+            if waking.waits(self._ctx.servers().get(server), call.wakes):  # on demand: it starts for this call
+                self._wake(call, None)
+                return
             self.answer(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server))
             return
         call.phase, call.ref = FORWARDED, ref
@@ -266,6 +270,9 @@ class Forwarder:
         if modern.input_required(outcome):
             self.rounds.input_required(call, outcome)
             return
+        if type(outcome) is UpstreamError and waking.resent(self._ctx.servers().get(call.server), outcome, call.wakes):
+            self._wake(call, call.ref)  # its Connection was stopping for idleness: the next start takes it
+            return
         if call.retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
             self._await_server(call, outcome)
             return
@@ -281,8 +288,27 @@ class Forwarder:
         call.work = gevent.spawn(wait_for_server, lambda: self.connection(server, sink)[0], dead,
                                  lambda: tell(me, ServerBack(token)))
 
+    def _wake(self, call: Call, dead) -> None:
+        """Its on-demand server is idle (or stopping, or starting for another call): the call waits
+        in the table, under the deadline it has, for the start it shares with every other waiter."""
+        me, token, server, method = self._me, call.token, call.server, call.method
+        call.phase, call.ref = WAKING, None
+        call.wakes += 1
+        ctx = self._ctx
+        call.work = gevent.spawn(waking.wait_for_start, server, ctx.servers, ctx.server_changes, dead,
+                                 lambda: ctx.wake(server, method), lambda: tell(me, ServerBack(token)))
+
     def server_back(self, token: int) -> None:
         call = self.table.current(token)
+        if call is not None and call.phase == WAKING:  # its server started (or will not): sent now
+            call.work = None
+            gone = waking.gone_tool(self._ctx.catalogue(), call.server, call.method, call.params,
+                                    self._ctx.passthrough_server())
+            if gone is not None:
+                self.answer(token, UpstreamError(jsonrpc.INVALID_PARAMS, gone, server=call.server))
+                return
+            self.send(call)
+            return
         if call is None or call.phase != BACK:
             return  # cancelled (or expired) while it waited: never sent again
         call.work = None
@@ -307,6 +333,10 @@ class Forwarder:
                                     server=call.server)
             if call.span is not None:
                 call.span.end(outcome)
+        elif call.phase == WAKING:
+            waited = self._ctx.server_timeout(call.server) + DEADLINE_MARGIN
+            outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"server {call.server} (on demand) did not start and "
+                                    f"answer within {waited:g}s", server=call.server)
         elif call.phase == BACK:
             failure = call.failure
             outcome = UpstreamError(failure.code, f"{failure.message} (and it was not back within {RETRY_WAIT:g}s)",

@@ -28,6 +28,8 @@ from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
 from actors.transports.base import LinkFailure, OnStream, Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
+from actors.supervision.demand import StopIdle
+from actors.upstream.idling import IdleCheck, IdleWatch
 from actors.upstream.listing import UpstreamLists
 from actors.upstream.backpressure import Backpressure
 from actors.upstream.liveness import Liveness
@@ -46,7 +48,7 @@ ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 OWN_METHODS = ("initialize", "ping", modern_client.DISCOVER, modern_client.LISTEN)
 
 
-class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor):
+class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.ThreadingActor):
     """Owns one upstream server's transport and, each in a plain object only its greenlet
     touches: its requests in flight (RequestTable), the calls waiting beyond max_in_flight
     (WaitingLine), what the server sends unasked (ServerMessages), its lists (UpstreamLists:
@@ -55,8 +57,9 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
 
     Receives Forward (answered through its on_reply), CancelForward, AnswerServer, SetLogLevel
     and NotifyUpstream; from its own greenlets Inbound, TransportClosed, RequestTimedOut and
-    QueuedTimedOut. Sends PublishServer to the Registry (a client's own upstream has none and lists
-    nothing into the catalogue); ConnectionReady, ConnectionCounts,
+    QueuedTimedOut; an on-demand one also StopIdle (and its own IdleCheck: idling.py), telling the
+    Supervisor ConnectionIdle and ConnectionIdled. Sends PublishServer to the Registry (a client's
+    own upstream has none and lists nothing into the catalogue); ConnectionReady, ConnectionCounts,
     ConnectionDegraded and ConnectionFailed to the Supervisor; ServerRequest (through the
     router) and ServerRequestCancelled to the calling Session; ServerLogged and
     ResourceUpdated to the bus.
@@ -102,6 +105,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         self.server_info: dict = {}
         self.instructions = ""
         self.protocol_version = mcp.LATEST
+        self._init_idle(registry is not None)  # a client's own upstream (no registry) is never idle-stopped
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -120,6 +124,8 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         self._open()
 
     def on_stop(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.kill(block=False)
         self.modern.close()
         self._fail_all(f"{self.config.name}: connection stopped")
         self._answer_unread()
@@ -210,6 +216,11 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
             case ListsPublished(generation=generation):
                 if generation == self.generation:
                     self.announce_ready()
+                    self._arm_idle()
+            case IdleCheck(generation=generation) if generation == self.generation:
+                self._idle_check()
+            case StopIdle():
+                self._stop_idle(message)
             case RelistDue(kinds=kinds):
                 self._relist_due(kinds)
             case _:
@@ -218,7 +229,11 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
     # ---------------------------------------------------------------- requests
 
     def _forward(self, fwd: Forward) -> None:
+        if self.idled:
+            self._unsent_idle(fwd)
+            return
         self._used = True
+        self._active()
         if not self._ready:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.config.name} is not ready",
                                        server=self.config.name))
@@ -275,6 +290,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
     def _complete(self, rid, outcome) -> None:
         pending = self.requests.complete(rid, outcome)  # None: answered already, a late reply is dropped
         if pending is not None and pending.counted:
+            self._quiet()
             self._next_in_line()
 
     def _timed_out(self, rid: int) -> None:
