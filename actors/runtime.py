@@ -33,6 +33,7 @@ from actors.tells import tell as _tell
 from actors.upstream.routing import route_server_request
 from actors.redact import redact_url
 from actors.supervision import client_route
+from actors.supervision import memory
 from actors.supervision.directory import Directory
 from actors.supervision.demand import WakeServer
 from actors.messages import SetUrl
@@ -316,6 +317,7 @@ class Runtime:
         report["audit"] = ops.status(self.audit)
         report["rates"] = self.rates.report()
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
+        memory.annotate(report)  # RSS per running server and of troupe with every child
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
             try:
