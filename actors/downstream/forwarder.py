@@ -305,7 +305,8 @@ class Forwarder:
             gone = waking.gone_tool(self._ctx.catalogue(), call.server, call.method, call.params,
                                     self._ctx.passthrough_server())
             if gone is not None:
-                self.answer(token, UpstreamError(jsonrpc.INVALID_PARAMS, gone, server=call.server))
+                # as a withheld tool's call is answered: a tool error the model can read (not the server's)
+                self.answer(token, {"content": [{"type": "text", "text": gone}], "isError": True})
                 return
             self.send(call)
             return

@@ -113,5 +113,5 @@ class OnDemand:
         child.ref = None
         child.endpoint = None
         self._set_state(child, ServerState.IDLE, IDLE_REASON if learned else
-                        f"stopped after {idle_s:.0f}s idle; its lists are served and its next use starts it")
+                        f"stopped after {idle_s:.1f}s idle; its lists are served and its next use starts it")
         self.bus.publish(ServerIdled(child.config.name, round(idle_s, 3), learned))
