@@ -105,43 +105,50 @@ def _rss_on_demand(settle: float, approvals: str) -> tuple[int, int]:
         return learned, _total_rss(c.pid)
 
 
-def _spawn_handshake(backend: Backend, reps: int) -> float:
-    """The server's own cost: spawn it and complete initialize (seconds, median)."""
-    times = []
-    for _ in range(reps):
-        began = time.perf_counter()
-        with StdioRpc(list(backend.cmd), label=f"spawn-{backend.label}") as server:
-            server.initialize(timeout=60)
-            times.append(time.perf_counter() - began)
-    return statistics.median(times)
+def _direct(backend: Backend, listed: bool, called: bool) -> float:
+    """The server's own cost, with no troupe: spawn it, complete initialize, and (`listed`) read its
+    four lists as troupe does before its first call, then (`called`) make the call (seconds)."""
+    began = time.perf_counter()
+    with StdioRpc(list(backend.cmd), label=f"direct-{backend.label}") as server:
+        server.initialize(timeout=60)
+        if listed:
+            for method in ("tools/list", "resources/list", "resources/templates/list", "prompts/list"):
+                server.request(method, {}, timeout=60)
+        if called:
+            server.call(backend.tool, backend.arguments, timeout=60)
+        return time.perf_counter() - began
 
 
-def _first_and_warm(backend: Backend, reps: int, warm_calls: int) -> tuple[list[float], list[float]]:
-    """First calls on the stopped server (each after it idled) and warm calls while it runs (seconds)."""
-    idle_stop = 0.5
+def _interleaved(backend: Backend, reps: int, warm_calls: int) -> dict:
+    """Per repetition, in turn (so a load that drifts weighs on each figure alike): the server's
+    spawn-and-handshake alone, troupe's first call on it stopped (then warm calls), the server's
+    spawn, handshake and call with no list, and spawn, handshake, lists and call (troupe's own work)."""
     entry = stdio_entry("od", backend)
-    entry.update(start="on_demand", idle_stop=idle_stop)
+    entry.update(start="on_demand", idle_stop=0.5)
     config = troupe_config(f"od-first-{backend.label}", [entry])
-    first, warm = [], []
+    figures: dict = {"spawn_handshake": [], "first": [], "warm": [], "direct_call": [], "direct_lists_call": []}
     tool = f"od__{backend.tool}"
     with StdioRpc(troupe_cmd(config), label=f"troupe-od-first-{backend.label}",
                   env={"TROUPE_CONFIG_DIR": tempfile.mkdtemp()}) as c:
         c.initialize()
         for _ in range(reps):
+            figures["spawn_handshake"].append(_direct(backend, False, False))
             _until(c, _idle, 60, "the server idle")
             began = time.perf_counter()
             c.call(tool, backend.arguments, timeout=60)
-            first.append(time.perf_counter() - began)
+            figures["first"].append(time.perf_counter() - began)
             for _ in range(warm_calls):
                 began = time.perf_counter()
                 c.call(tool, backend.arguments, timeout=60)
-                warm.append(time.perf_counter() - began)
-    return first, warm
+                figures["warm"].append(time.perf_counter() - began)
+            figures["direct_call"].append(_direct(backend, False, True))
+            figures["direct_lists_call"].append(_direct(backend, True, True))
+    return figures
 
 
 def run(settings, report: Report) -> dict:
     quick = settings.latency_rounds < 10
-    reps = 3 if quick else 7
+    reps = 3 if quick else 9
     print(f"\n== 9. servers on demand: RSS of troupe and children with {SERVERS} servers, and the first call",
           flush=True)
     if not EVERYTHING.exists():
@@ -159,17 +166,21 @@ def run(settings, report: Report) -> dict:
                f"{ratio(learned, always):.3f}× always on")
     out["first_call"] = {}
     for backend in (_everything(), _demo()):
-        spawn = _spawn_handshake(backend, reps)
-        first, warm = _first_and_warm(backend, reps, 20)
-        f50, w50 = statistics.median(first), statistics.median(warm)
+        got = _interleaved(backend, reps, 20)
+        p50 = {key: statistics.median(values) for key, values in got.items()}
+        spawn, f50, w50 = p50["spawn_handshake"], p50["first"], p50["warm"]
         goal = FIRST_CALL_GOAL * spawn + w50
         met = f50 <= goal
-        out["first_call"][backend.label] = {"first_s": first, "warm_p50_s": w50, "spawn_handshake_s": spawn,
-                                             "goal_s": goal, "met": met}
+        out["first_call"][backend.label] = {"samples_s": got, "p50_s": p50, "goal_s": goal, "met": met}
         label = f"[{backend.label}]"
         report.row(section, f"spawn+handshake alone {label}", ms(spawn * 1000), "baseline")
         report.row(section, f"warm call through troupe {label}", ms(w50 * 1000), "")
+        report.row(section, f"direct spawn+handshake+call {label}", ms(p50["direct_call"] * 1000),
+                   f"{ratio(p50['direct_call'], spawn):.2f}× spawn+handshake")
+        report.row(section, f"direct spawn+handshake+lists+call {label}", ms(p50["direct_lists_call"] * 1000),
+                   f"{ratio(p50['direct_lists_call'], spawn):.2f}× spawn+handshake")
         report.row(section, f"first call, server stopped {label}", ms(f50 * 1000),
-                   f"{ratio(f50, w50):.0f}× warm, {ratio(f50, spawn):.2f}× spawn+handshake",
+                   f"{ratio(f50, w50):.0f}× warm, {ratio(f50, spawn):.2f}× spawn+handshake, "
+                   f"{ratio(f50, p50['direct_lists_call']):.2f}× direct lists+call",
                    "<= 1.1× spawn + warm", met)
     return out

@@ -119,7 +119,8 @@ def call(ref, name: str = "t") -> pykka.ThreadingFuture:
 def test_learned_once_then_served_from_the_kept_listing_without_a_start(fresh):
     t = Troupe(fresh, config())
     wait_until(lambda: t.view() is not None and t.view().state == "idle", 5, message="idle after learning")
-    assert len(Scripted.opened) == 1 and Scripted.opened[0].closed  # started once, stopped after its lists
+    assert len(Scripted.opened) == 1  # started once, stopped after its lists
+    wait_until(lambda: Scripted.opened[0].closed, 5, message="its transport closed")
     idled = t.events("ServerIdled")
     assert idled and idled[0].learned and not t.events("ServerWoken")
     assert [e.name for e in t.catalogue.current.tools] == ["s__t"]  # still served while idle
@@ -143,7 +144,8 @@ def test_wakes_share_one_start_and_idle_stop_follows(fresh):
     assert [e.wakes for e in woken] == [1]
     assert call(t.view().ref).get(timeout=5)["content"][0]["text"] == "ok"
     wait_until(lambda: t.view().state == "idle", 5, message="idle again after idle_stop")
-    assert Scripted.opened[-1].closed and t.events("ServerIdled")[-1].learned is False
+    wait_until(lambda: Scripted.opened[-1].closed, 5, message="its transport closed")
+    assert t.events("ServerIdled")[-1].learned is False
 
 
 def stays(condition, seconds: float) -> None:
@@ -177,3 +179,33 @@ def test_a_failing_wake_backs_off_and_opens_the_circuit(fresh):
     wait_until(lambda: t.view().state == "failed", 5, message="the circuit opened after backoffs")
     assert len(t.events("ServerRestarted")) == FAST.intensity and t.events("CircuitOpened")
     assert [e.name for e in t.catalogue.current.tools] == ["s__t"]  # its lists stay served
+
+
+def test_a_call_reaching_a_connection_that_agreed_to_stop_is_answered_unsent(fresh):
+    """The boundary, step by step: the Connection agrees to stop (StopIdle with its activity count),
+    and a call told to it right after is answered as never sent (a Session sends it to the next start)."""
+    from actors.supervision.demand import StopIdle
+    t = Troupe(fresh, config(idle_stop=30))
+    wait_until(lambda: t.view() is not None and t.view().state == "idle", 5, message="idle")
+    t.supervisor.tell(WakeServer("s"))
+    wait_until(lambda: t.view().callable, 5, message="woken")
+    view = t.view()
+    view.ref.tell(StopIdle(view.generation, 0))  # no call reached it since it started
+    late = call(view.ref)
+    outcome = late.get(timeout=5)
+    assert outcome.link == "unsent" and outcome.link_lost and "idleness" in outcome.message
+    wait_until(lambda: t.view().state == "idle", 5, message="idle once it agreed")
+    wait_until(lambda: Scripted.opened[-1].closed, 5, message="its transport closed")
+
+
+def test_a_stop_proposed_before_a_call_came_in_is_refused(fresh):
+    from actors.supervision.demand import StopIdle
+    t = Troupe(fresh, config(idle_stop=30))
+    wait_until(lambda: t.view() is not None and t.view().state == "idle", 5, message="idle")
+    t.supervisor.tell(WakeServer("s"))
+    wait_until(lambda: t.view().callable, 5, message="woken")
+    view = t.view()
+    assert call(view.ref).get(timeout=5)["content"][0]["text"] == "ok"  # activity 1 now
+    view.ref.tell(StopIdle(view.generation, 0))  # proposed before that call: refused
+    assert call(view.ref).get(timeout=5)["content"][0]["text"] == "ok"  # still taking calls
+    assert t.view().state == "ready" and not Scripted.opened[-1].closed
