@@ -36,6 +36,7 @@ from actors.supervision import client_route
 from actors.supervision import memory
 from actors.supervision.directory import Directory
 from actors.supervision.demand import WakeServer
+from actors.supervision.states import ServerState
 from actors.messages import SetUrl
 from actors.supervision.supervisor import Supervisor
 from actors.trust import ledger, report as trust_report
@@ -184,7 +185,9 @@ class Runtime:
 
         def is_connected(name: str) -> bool:  # a look at the supervisor's published snapshot
             view = servers.current.get(name)
-            return view is not None and view.callable
+            # An idle on-demand server counts as connected: it listed when it last ran, and a health
+            # probe would start the very process on-demand keeps stopped.
+            return view is not None and (view.callable or view.state == ServerState.IDLE)
 
         self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,

@@ -29,6 +29,14 @@ def twenty(**extra) -> list[dict]:
         [everything(f"ev{i}", **extra) for i in range(20 - FASTMCP)]
 
 
+def stays(condition, seconds: float) -> None:
+    """condition() holds at every look for `seconds` (a bounded poll for what must not happen)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert condition()
+        time.sleep(0.05)
+
+
 def states(t: Troupe) -> dict:
     return {s["name"]: s for s in t.status()["servers"]}
 
@@ -180,3 +188,37 @@ def test_an_http_server_on_demand_opens_its_session_on_first_use_and_closes_it_w
             assert t.close() == 0
     finally:
         stop(proc)
+
+
+def test_servers_found_in_client_configs_default_to_on_demand(tmp_path):
+    """discovery.start: on_demand: servers imported from a client's config cost no process until used
+    (and the health checker never starts one to probe it)."""
+    import json
+
+    import yaml
+
+    from tests.support import PYTHON, ROOT
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".cursor").mkdir(parents=True)
+    project.mkdir()
+    entries = {f"cur{i}": {"command": PYTHON, "args": ["-m", "tests.servers.echo", "--name", f"c{i}"],
+                           "cwd": str(ROOT)} for i in range(3)}
+    (home / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": entries}))
+    config = tmp_path / "troupe.yaml"
+    config.write_text(yaml.safe_dump({"servers": [], "serve": {"mode": "flat", "startup_wait": 20}, "discovery": {
+        "enabled": True, "start": "on_demand", "home": str(home), "project_root": str(project),
+        "path_probe": {"enabled": False}, "health": {"first_check_delay": 0.2, "interval": 0.5}}}))
+    t = started(Troupe(config))
+    try:
+        wait_until(lambda: len(states(t)) == 3 and all_idle(t), 30, message="discovered servers idle once listed")
+        wait_until(lambda: not children_of(t.proc.pid), 10, message="no process for them")
+        assert all(s["start"] == "on_demand" and s["wakes"] == 0 for s in states(t).values())
+        names = {tool["name"] for tool in t.request("tools/list", timeout=30)["result"]["tools"]}
+        assert {"cur0__echo", "cur1__echo", "cur2__echo"} <= names
+        stays(lambda: not children_of(t.proc.pid), 1.5)  # three health intervals: a probe would start one
+        assert all_idle(t)
+        assert text_of(t.call("cur1__echo", {"text": "found"}, timeout=30)) == "found"
+        now = states(t)
+        assert now["cur1"]["wakes"] == 1 and now["cur0"]["state"] == now["cur2"]["state"] == "idle"
+    finally:
+        assert t.close() == 0
