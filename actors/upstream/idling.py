@@ -16,8 +16,12 @@ import gevent
 
 from actors.messages import UpstreamError
 from actors.protocol import jsonrpc
+from actors.protocol.modern_client import LISTEN
 from actors.supervision.demand import ConnectionIdle, ConnectionIdled, StopIdle
 from actors.tells import tell
+
+
+STANDING = (LISTEN,)  # requests that stay open for as long as the connection: not a use of the server
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,8 @@ class IdleWatch:
         self._last_active = time.monotonic()
 
     def _busy(self) -> bool:
-        return bool(len(self.requests) or len(self.waiting) or self.subscriptions.uris())
+        # troupe's own standing listen stream (a modern upstream's subscriptions/listen) is no use
+        return bool(self.requests.busy(STANDING) or len(self.waiting) or self.subscriptions.uris())
 
     def _arm_idle(self, delay: float | None = None) -> None:
         """Look again in `delay` seconds (its idle_stop when None)."""

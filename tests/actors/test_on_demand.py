@@ -56,7 +56,7 @@ class Scripted:
         result = {"initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "resources": {}},
                                  "serverInfo": {"name": "scripted", "version": "1"}},
                   "tools/list": {"tools": [TOOL]}, "resources/list": {"resources": []},
-                  "tools/call": {"content": [{"type": "text", "text": "ok"}]}}.get(method, {})
+                  "tools/call": {"content": [{"type": "text", "text": "ok"}]}}.get(str(method), {})
         gevent.spawn(self.on_message, {"jsonrpc": "2.0", "id": rid, "result": result})
 
     def release(self) -> None:

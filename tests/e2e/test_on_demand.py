@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import orjson
+
 import pytest
 
 from tests.support import peer_bin, wait_until
@@ -222,3 +224,42 @@ def test_servers_found_in_client_configs_default_to_on_demand(tmp_path):
         assert now["cur1"]["wakes"] == 1 and now["cur0"]["state"] == now["cur2"]["state"] == "idle"
     finally:
         assert t.close() == 0
+
+
+def test_a_modern_listen_on_an_idle_servers_resource_starts_it_and_keeps_it_up(tmp_path):
+    """A subscription is a use: a 2026-07-28 client's listen stream following a resource of an idle
+    on-demand server starts it, hears the resource's updates, and keeps it up until it closes."""
+    import asyncio
+
+    from mcp import Client
+    from mcp.client.subscriptions import ResourceUpdated
+
+    from tests.support.troupe import stdio_params
+    config = write_config(tmp_path, [server("modern", "tests.servers.modern_only", pin=False, start="on_demand",
+                                            idle_stop=0.5)], mode="flat")
+    learn = started(Troupe(config))  # the first troupe learns its lists (and stops it)
+    try:
+        learn.request("tools/list", timeout=30)
+        wait_until(lambda: all_idle(learn), 20, message="idle after learning")
+    finally:
+        assert learn.close() == 0
+
+    async def scenario():
+        async with Client(stdio_params(config)) as client:
+            status = orjson.loads((await client.call_tool("core_status", {})).content[0].text)
+            assert status["servers"][0]["state"] == "idle"
+            async with client.listen(resource_subscriptions=["modern://doc"]) as sub:
+                assert sub.honored.resource_subscriptions == ["modern://doc"]
+                await client.call_tool("modern__touch", {"uri": "modern://doc"})
+                while await asyncio.wait_for(sub.__anext__(), 20) != ResourceUpdated(uri="modern://doc"):
+                    pass
+                await asyncio.sleep(1.5)  # three idle_stops with the stream open
+                status = orjson.loads((await client.call_tool("core_status", {})).content[0].text)
+                assert status["servers"][0]["state"] == "ready", status["servers"][0]
+            for _ in range(100):  # closed: it idles again (bounded poll)
+                status = orjson.loads((await client.call_tool("core_status", {})).content[0].text)
+                if status["servers"][0]["state"] == "idle":
+                    break
+                await asyncio.sleep(0.1)
+            assert status["servers"][0]["state"] == "idle"
+    asyncio.run(asyncio.wait_for(scenario(), 90))
