@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 DEADLINE_MARGIN = 2.0
 
 
-class Forwarder:
+class Forwarder(waking.WakingCalls):
     """Owns the Session's CallTable and every way a call in it is answered (see the module's
     docstring). A plain object used only from its Session's greenlet, with explicit inputs: the
     Session's context and ref, its client's view and handshake state, and `handle(msg, sink,
@@ -288,27 +288,10 @@ class Forwarder:
         call.work = gevent.spawn(wait_for_server, lambda: self.connection(server, sink)[0], dead,
                                  lambda: tell(me, ServerBack(token)))
 
-    def _wake(self, call: Call, dead) -> None:
-        """Its on-demand server is idle (or stopping, or starting for another call): the call waits
-        in the table, under the deadline it has, for the start it shares with every other waiter."""
-        me, token, server, method = self._me, call.token, call.server, call.method
-        call.phase, call.ref = WAKING, None
-        call.wakes += 1
-        ctx = self._ctx
-        call.work = gevent.spawn(waking.wait_for_start, server, ctx.servers, ctx.server_changes, dead,
-                                 lambda: ctx.wake(server, method), lambda: tell(me, ServerBack(token)))
-
     def server_back(self, token: int) -> None:
         call = self.table.current(token)
         if call is not None and call.phase == WAKING:  # its server started (or will not): sent now
-            call.work = None
-            gone = waking.gone_tool(self._ctx.catalogue(), call.server, call.method, call.params,
-                                    self._ctx.passthrough_server())
-            if gone is not None:
-                # as a withheld tool's call is answered: a tool error the model can read (not the server's)
-                self.answer(token, {"content": [{"type": "text", "text": gone}], "isError": True})
-                return
-            self.send(call)
+            self._woken(call)
             return
         if call is None or call.phase != BACK:
             return  # cancelled (or expired) while it waited: never sent again

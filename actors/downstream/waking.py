@@ -9,7 +9,9 @@ from typing import Any, Callable
 
 import gevent
 
+from actors.downstream.calls import WAKING, Call, ServerBack
 from actors.supervision.states import ServerState
+from actors.tells import tell
 
 # A call waits for a start while its on-demand server is in one of these: idle (it wakes it) or
 # starting (that start is shared). In backoff or failed it is answered at once, as for any server.
@@ -69,3 +71,33 @@ def gone_tool(cat, server: str, method: str, params, passthrough: str | None) ->
             return held.message()
     return (f"tool {name!r} is no longer offered by server {server}: it did not list it when it started "
             "on demand (call list_tools again)")
+
+
+class WakingCalls:
+    """The Forwarder's waking calls (mixed into it; its greenlet only): `_wake` puts a call in the
+    WAKING phase with a wait for its server's start, `_woken` sends it once the wait reports."""
+
+    _ctx: Any
+    _me: Any
+    answer: Callable[..., None]
+    send: Callable[[Call], None]
+
+    def _wake(self, call: Call, dead) -> None:
+        """Its on-demand server is idle (or stopping, or starting for another call): the call waits
+        in the table, under the deadline it has, for the start it shares with every other waiter."""
+        me, token, server, method = self._me, call.token, call.server, call.method
+        call.phase, call.ref = WAKING, None
+        call.wakes += 1
+        ctx = self._ctx
+        call.work = gevent.spawn(wait_for_start, server, ctx.servers, ctx.server_changes, dead,
+                                 lambda: ctx.wake(server, method), lambda: tell(me, ServerBack(token)))
+
+    def _woken(self, call: Call) -> None:
+        """Its server started (or will not): the call goes now, unless its tool is gone or withheld."""
+        call.work = None
+        gone = gone_tool(self._ctx.catalogue(), call.server, call.method, call.params, self._ctx.passthrough_server())
+        if gone is not None:
+            # as a withheld tool's call is answered: a tool error the model can read (not the server's)
+            self.answer(call.token, {"content": [{"type": "text", "text": gone}], "isError": True})
+            return
+        self.send(call)

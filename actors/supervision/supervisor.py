@@ -16,13 +16,13 @@ from actors.events.kinds import (ApprovalAwaited, CircuitOpened, ServerConnected
                                  ServerStateChanged, StartupSettled)
 from actors.messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                              ConnectionRetired, ControlServer, DescribeLaunch, DropServer, EraLearned, GetStatus,
-                             RestartDue, SetLogLevel, SetSessionLogLevel, SetUrl, StatusReport)
-from actors.protocol import mcp
+                             RestartDue, SetSessionLogLevel, SetUrl, StatusReport)
 from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
 from actors.supervision.per_client import ClientUpstreams, OwnerBus, OwnedRoute
 from actors.supervision.directory import Directory
+from actors.supervision.log_levels import LogLevels
 from actors.supervision.on_demand import OnDemand
 from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
@@ -39,7 +39,7 @@ from actors.upstream.connection import Connection, make_transport
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
 
 
-class Supervisor(OnDemand, SignInGate, pykka.ThreadingActor):
+class Supervisor(OnDemand, SignInGate, LogLevels, pykka.ThreadingActor):
     """Owns one Child record per server and every Connection actor.
 
     Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus (reply:
@@ -278,21 +278,6 @@ class Supervisor(OnDemand, SignInGate, pykka.ThreadingActor):
         route = OwnedRoute(self.route_server_request, owner) if self.route_server_request is not None else None
         return self._connect(child.config, child, self.placement.era(self.children[child.config.name]), route, None,
                              OwnerBus(owner))
-
-    def _session_log_level(self, session, level: str | None) -> None:
-        """Upstreams log at the most verbose level any session asked for; each session filters."""
-        if level is None:
-            self._log_levels.pop(session, None)
-        else:
-            self._log_levels[session] = level
-        wanted = min(self._log_levels.values(), key=mcp.LOG_LEVELS.index, default=None)
-        if wanted is None or wanted == self.log_level:
-            return
-        self.log_level = wanted
-        for child in self.children.values():
-            if child.callable:
-                _tell(child.ref, SetLogLevel(wanted))
-        self.clients.set_log_level(wanted)
 
     def _stop_child(self, child: Child, reason: str, state: ServerState = ServerState.STOPPED,
                     forget: bool = False) -> None:

@@ -41,7 +41,7 @@ from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
 from actors.upstream.waiting import WaitingLine
-from actors.tells import tell, unread_tells
+from actors.tells import tell
 
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 # troupe's own requests that say nothing of the server's health when they time out
@@ -143,20 +143,6 @@ class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.Thre
         if not self._failed:
             self._fail(f"troupe internal error: {exc_type.__name__}: {exc_value}")
         self.on_stop()
-
-    def _answer_unread(self) -> None:
-        """Forwards still in the mailbox of this stopping Connection (told after its stop, or
-        queued behind it) never left troupe: each is answered as unsent, so a FailoverFront sends
-        it to the next target and a Session treats it as a link lost before any of it ran,
-        rather than waiting out its deadline for an answer pykka would have dropped."""
-        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: connection stopped before "
-                               "the call was sent", server=self.config.name, link_lost=True, link="unsent")
-        for message in unread_tells(self):
-            if isinstance(message, Forward):
-                try:
-                    message.on_reply(unsent)
-                except Exception:
-                    self.log.exception("reply handler failed")
 
     def describe(self) -> dict:
         return self.transport.describe() if self.transport is not None else {}

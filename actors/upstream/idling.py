@@ -1,6 +1,9 @@
-"""The idle watch of an on-demand Connection: when nothing has gone on for the server's
-`idle_stop` (no request in flight or queued, no resource subscription), it proposes its own stop
-to the Supervisor, and stops taking calls only once the Supervisor agrees and nothing came in since.
+"""The idle watch of an on-demand Connection, and the answer of calls that never left troupe.
+
+When nothing has gone on for the server's `idle_stop` (no request in flight or queued, no
+resource subscription), the Connection proposes its own stop to the Supervisor, and stops taking
+calls only once the Supervisor agrees and nothing came in since. A call that reaches it after
+that, or is still in its mailbox when it stops, is answered as never sent (link "unsent").
 
 A mixin of the Connection actor: these methods run in its greenlet and touch only its state.
 A running task counts as activity through the TaskKeeper's requests for it (its polls, a
@@ -14,11 +17,11 @@ from typing import Any, Callable
 
 import gevent
 
-from actors.messages import UpstreamError
+from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc
 from actors.protocol.modern_client import LISTEN
 from actors.supervision.demand import ConnectionIdle, ConnectionIdled, StopIdle
-from actors.tells import tell
+from actors.tells import tell, unread_tells
 
 
 STANDING = (LISTEN,)  # requests that stay open for as long as the connection: not a use of the server
@@ -44,6 +47,7 @@ class IdleWatch:
     log: Any
     _ready: bool
     _tell: Callable[[Any], None]
+    actor_ref: Any
 
     def _init_idle(self, watched: bool) -> None:
         # Only a shared on-demand upstream stops when idle; a client's own stops when its client leaves.
@@ -104,3 +108,17 @@ class IdleWatch:
         Session wakes the server again and sends it to the next Connection."""
         fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: stopping for idleness before "
                                    "the call was sent", server=self.config.name, link_lost=True, link="unsent"))
+
+    def _answer_unread(self) -> None:
+        """Forwards still in the mailbox of this stopping Connection (told after its stop, or
+        queued behind it) never left troupe: each is answered as unsent, so a FailoverFront sends
+        it to the next target and a Session treats it as a link lost before any of it ran,
+        rather than waiting out its deadline for an answer pykka would have dropped."""
+        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: connection stopped before "
+                               "the call was sent", server=self.config.name, link_lost=True, link="unsent")
+        for message in unread_tells(self):  # pyright: ignore[reportArgumentType]  # the Connection actor it is mixed into
+            if isinstance(message, Forward):
+                try:
+                    message.on_reply(unsent)
+                except Exception:
+                    self.log.exception("reply handler failed")
