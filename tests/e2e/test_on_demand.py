@@ -263,3 +263,52 @@ def test_a_modern_listen_on_an_idle_servers_resource_starts_it_and_keeps_it_up(t
                 await asyncio.sleep(0.1)
             assert status["servers"][0]["state"] == "idle"
     asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_a_read_a_prompt_and_a_completion_each_wake_an_idle_server(tmp_path):
+    """Every first use starts it, not only a tool call: resources/read, prompts/get and
+    completion/complete on the kept lists of an idle server-everything."""
+    t = started(Troupe(write_config(tmp_path, [everything("ev", idle_stop=0.3)], mode="flat")))
+    try:
+        t.request("tools/list", timeout=30)
+        uris = [r["uri"] for r in t.request("resources/list", timeout=30)["result"]["resources"]]
+        prompts = {p["name"] for p in t.request("prompts/list", timeout=30)["result"]["prompts"]}
+        assert uris and "ev__simple-prompt" in prompts
+        uses = [("resources/read", {"uri": uris[0]}, "contents"),
+                ("prompts/get", {"name": "ev__simple-prompt"}, "messages"),
+                ("completion/complete", {"ref": {"type": "ref/prompt", "name": "ev__completable-prompt"},
+                                         "argument": {"name": "department", "value": "Eng"}}, "completion")]
+        for wakes, (method, params, key) in enumerate(uses, start=1):
+            wait_until(lambda: all_idle(t) and not children_of(t.proc.pid), 20, message=f"idle before {method}")
+            answer = t.request(method, params, timeout=30)
+            assert key in answer.get("result", {}), answer
+            assert states(t)["ev"]["wakes"] == wakes, method
+    finally:
+        assert t.close() == 0
+
+
+@pytest.mark.slow  # a headless chromium
+def test_the_dashboard_shows_idle_wakes_and_rss(http_troupe, browser):
+    from tests.e2e.test_metrics import McpHttp, scrape, value
+    t = http_troupe([server("od", "tests.servers.echo", idle_stop=0.5), server("up", "tests.servers.echo")],
+                    mode="flat", json_response=True)
+    page = browser.open(t.base + "/")
+    cell = "document.querySelector('#servers tr[data-server=\"%s\"] td.where').innerText"
+    wait_until(lambda: page.rows().get("od", ("",))[0] == "idle", 20, message="the page shows od idle")
+    assert "on demand · 0 wakes" in page.js(cell % "od")
+    wait_until(lambda: "MiB RSS" in page.js(cell % "up"), 20, message="a running server's RSS")
+    assert "RSS in all" in page.text("#summary")
+    client = McpHttp(t.url)
+    try:
+        assert client.call("od__echo", {"text": "hi"})["result"]["content"][0]["text"] == "hi"
+    finally:
+        client.close()
+    wait_until(lambda: "1 wakes" in page.js(cell % "od") and page.rows()["od"][0] == "idle", 20,
+               message="the page shows the wake, then idle again")
+    events = page.text("#events")
+    assert "woken by tools/call" in events and "idle; its lists stay served" in events
+    metrics = scrape(t.base)
+    assert value(metrics, "troupe_server_state", server="od", state="idle") == 1
+    assert value(metrics, "troupe_server_wakes_total", server="od") == 1
+    assert value(metrics, "troupe_server_rss_bytes", server="up") > 0
+    assert value(metrics, "troupe_total_rss_bytes") > value(metrics, "troupe_process_rss_bytes") > 0
