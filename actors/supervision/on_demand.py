@@ -54,7 +54,9 @@ class OnDemand:
                 child = self._current(name, gen)
                 if child is not None and child.learning:
                     child.learning = False
-                    if child.callable:  # a call during the linger keeps it (StopIdle refused): idle as usual
+                    # A call during the linger (StopIdle refused) or a client's own upstream attached
+                    # keeps it: from then on it idles as usual.
+                    if child.callable and not self._attached(name):
                         tell(child.ref, StopIdle(gen, 0, learned=True))
             case ConnectionIdled(server=name, generation=gen, idle_s=idle_s, learned=learned):
                 child = self._current(name, gen)

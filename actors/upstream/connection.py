@@ -219,7 +219,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.Thre
             self._unsent_idle(fwd)
             return
         self._used = True
-        self._active()
+        self._active(fwd)
         if not self._ready:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.config.name} is not ready",
                                        server=self.config.name))

@@ -6,8 +6,9 @@ calls only once the Supervisor agrees and nothing came in since. A call that rea
 that, or is still in its mailbox when it stops, is answered as never sent (link "unsent").
 
 A mixin of the Connection actor: these methods run in its greenlet and touch only its state.
-A running task counts as activity through the TaskKeeper's requests for it (its polls, a
-tasks/result in flight), which come more often than any sensible idle_stop.
+A running task counts as activity through the requests for it (the TaskKeeper's polls, a
+client's tasks/get, a tasks/result in flight): after a task's request the server stays up at
+least TASK_QUIET, longer than the keeper's slowest poll, whatever its idle_stop.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from actors.tells import tell, unread_tells
 
 
 STANDING = (LISTEN,)  # requests that stay open for as long as the connection: not a use of the server
+TASK_QUIET = 30.0  # seconds after a task's last request (tasks/*, or a call asking for a task) before a stop
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +56,15 @@ class IdleWatch:
         self._idle_watched = watched and self.config.on_demand
         self._activity = 0  # calls that reached it: a StopIdle naming an older count is refused
         self._last_active = time.monotonic()
+        self._task_at: float | None = None  # when a task's last request came: no stop within TASK_QUIET
         self.idled = False
         self._idle_timer: gevent.Greenlet | None = None
 
-    def _active(self) -> None:
+    def _active(self, fwd) -> None:
         self._activity += 1
         self._last_active = time.monotonic()
+        if fwd.method.startswith("tasks/") or (type(fwd.params) is dict and "task" in fwd.params):
+            self._task_at = self._last_active
 
     def _quiet(self) -> None:
         self._last_active = time.monotonic()
@@ -81,11 +86,14 @@ class IdleWatch:
         self._idle_timer = None
         if not self._ready or self.idled:
             return
-        quiet = time.monotonic() - self._last_active
+        now = time.monotonic()
+        quiet = now - self._last_active
+        # how long until both its idle_stop has passed and a task's last request is TASK_QUIET old
+        wait = max(self.config.idle_stop - quiet, (self._task_at + TASK_QUIET - now) if self._task_at else 0.0)
         if self._busy():
             self._arm_idle()
-        elif quiet < self.config.idle_stop:
-            self._arm_idle(self.config.idle_stop - quiet)
+        elif wait > 0:
+            self._arm_idle(wait)
         else:
             tell(self.supervisor, ConnectionIdle(self.config.name, self.generation, self._activity, quiet))
             self._arm_idle()  # kept (a client's own upstream of it is attached): propose again later

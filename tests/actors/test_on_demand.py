@@ -209,3 +209,21 @@ def test_a_stop_proposed_before_a_call_came_in_is_refused(fresh):
     view.ref.tell(StopIdle(view.generation, 0))  # proposed before that call: refused
     assert call(view.ref).get(timeout=5)["content"][0]["text"] == "ok"  # still taking calls
     assert t.view().state == "ready" and not Scripted.opened[-1].closed
+
+
+def test_a_tasks_request_keeps_it_up_for_task_quiet_whatever_its_idle_stop(fresh, monkeypatch):
+    """A running task is a use: its polls (tasks/get) come less often than a short idle_stop, so
+    after a task's request the server stays up at least TASK_QUIET."""
+    from actors.upstream import idling
+    monkeypatch.setattr(idling, "TASK_QUIET", 1.0)
+    t = Troupe(fresh, config(idle_stop=0.2))
+    wait_until(lambda: t.view() is not None and t.view().state == "idle", 5, message="idle")
+    t.supervisor.tell(WakeServer("s"))
+    wait_until(lambda: t.view().callable, 5, message="woken")
+    polled = pykka.ThreadingFuture()
+    t.view().ref.tell(Forward("tasks/get", {"taskId": "x"}, polled.set))
+    polled.get(timeout=5)
+    began = time.monotonic()
+    stays(lambda: t.view().state == "ready", 0.6)  # three idle_stops, within TASK_QUIET
+    wait_until(lambda: t.view().state == "idle", 5, message="idle once TASK_QUIET passed")
+    assert time.monotonic() - began >= 0.9
