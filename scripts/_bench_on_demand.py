@@ -33,10 +33,14 @@ def _everything() -> Backend:
     return Backend("server-everything", (str(EVERYTHING), "stdio"), "echo", {"message": "hello"})
 
 
-def _entries(on_demand: bool, idle_stop: float = 300.0) -> list[dict]:
+def _backend(i: int, fastmcp: int) -> Backend:
+    return _demo() if i < fastmcp else _everything()
+
+
+def _entries(on_demand: bool, n: int, fastmcp: int, idle_stop: float = 300.0) -> list[dict]:
     out = []
-    for i in range(SERVERS):
-        backend = _demo() if i < FASTMCP else _everything()
+    for i in range(n):
+        backend = _backend(i, fastmcp)
         entry = stdio_entry(f"s{i:02d}", backend)
         if on_demand:
             entry.update(start="on_demand", idle_stop=idle_stop)
@@ -76,29 +80,29 @@ def _total_rss(pid: int, samples: int = 3) -> int:
     return min(figures)
 
 
-def _rss_always(settle: float) -> int:
-    config = troupe_config("od-always", _entries(False))
+def _rss_always(settle: float, n: int, fastmcp: int) -> int:
+    config = troupe_config("od-always", _entries(False, n, fastmcp))
     with StdioRpc(troupe_cmd(config), label="troupe-od-always", env={"TROUPE_CONFIG_DIR": tempfile.mkdtemp()}) as c:
         c.initialize()
-        _until(c, lambda s: all(x["state"] == "ready" for x in s["servers"]), 240, "20 servers ready")
-        for i in range(SERVERS):  # every server has carried a call: steady state
-            backend = _demo() if i < FASTMCP else _everything()
+        _until(c, lambda s: all(x["state"] == "ready" for x in s["servers"]), 240, f"{n} servers ready")
+        for i in range(n):  # every server has carried a call: steady state
+            backend = _backend(i, fastmcp)
             c.call(f"s{i:02d}__{backend.tool}", backend.arguments, timeout=60)
         time.sleep(settle)
         return _total_rss(c.pid)
 
 
-def _rss_on_demand(settle: float, approvals: str) -> tuple[int, int]:
+def _rss_on_demand(settle: float, approvals: str, n: int, fastmcp: int) -> tuple[int, int]:
     """(RSS at rest in the troupe that learned the lists, RSS of a new troupe serving them kept)."""
-    config = troupe_config("od-learn", _entries(True))
+    config = troupe_config("od-learn", _entries(True, n, fastmcp))
     with StdioRpc(troupe_cmd(config), label="troupe-od-learn", env={"TROUPE_CONFIG_DIR": approvals}) as c:
         c.initialize()
-        _until(c, _idle, 240, "20 servers idle after learning")
+        _until(c, _idle, 240, f"{n} servers idle after learning")
         time.sleep(settle)
         learned = _total_rss(c.pid)
     with StdioRpc(troupe_cmd(config), label="troupe-od-rest", env={"TROUPE_CONFIG_DIR": approvals}) as c:
         c.initialize()
-        status = _until(c, _idle, 60, "20 servers idle from their kept lists")
+        status = _until(c, _idle, 60, f"{n} servers idle from their kept lists")
         if sum(s["tools"] for s in status["servers"]) == 0:
             raise BenchError("the kept lists were not served")
         time.sleep(settle)
@@ -147,26 +151,27 @@ def _interleaved(backend: Backend, reps: int, warm_calls: int) -> dict:
 
 
 def run(settings, report: Report) -> dict:
-    quick = settings.latency_rounds < 10
-    reps = 3 if quick else 9
-    print(f"\n== 9. servers on demand: RSS of troupe and children with {SERVERS} servers, and the first call",
+    quick = settings.latency_rounds < 10  # --quick: 4 servers, one round (the smoke test's budget)
+    reps, n, fastmcp = (1, 4, 1) if quick else (9, SERVERS, FASTMCP)
+    print(f"\n== 9. servers on demand: RSS of troupe and children with {n} servers, and the first call",
           flush=True)
     if not EVERYTHING.exists():
         raise BenchError(f"server-everything not installed at {EVERYTHING}")
     section = "9 on demand"
     out: dict = {}
     approvals = tempfile.mkdtemp()
-    always = _rss_always(settings.rss_settle)
-    learned, rest = _rss_on_demand(settings.rss_settle, approvals)
+    always = _rss_always(settings.rss_settle, n, fastmcp)
+    learned, rest = _rss_on_demand(settings.rss_settle, approvals, n, fastmcp)
+    out["servers"] = n
     out["rss_bytes"] = {"always_on": always, "on_demand_after_learning": learned, "on_demand_at_rest": rest}
-    report.row(section, f"{SERVERS} servers always on, troupe+children", f"{always / 1048576:.1f} MiB", "baseline")
-    report.row(section, f"{SERVERS} on demand at rest (kept lists)", f"{rest / 1048576:.1f} MiB",
+    report.row(section, f"{n} servers always on, troupe+children", f"{always / 1048576:.1f} MiB", "baseline")
+    report.row(section, f"{n} on demand at rest (kept lists)", f"{rest / 1048576:.1f} MiB",
                f"{ratio(rest, always):.3f}× always on")
-    report.row(section, f"{SERVERS} on demand after learning", f"{learned / 1048576:.1f} MiB",
+    report.row(section, f"{n} on demand after learning", f"{learned / 1048576:.1f} MiB",
                f"{ratio(learned, always):.3f}× always on")
     out["first_call"] = {}
     for backend in (_everything(), _demo()):
-        got = _interleaved(backend, reps, 20)
+        got = _interleaved(backend, reps, 5 if quick else 20)
         p50 = {key: statistics.median(values) for key, values in got.items()}
         spawn, f50, w50 = p50["spawn_handshake"], p50["first"], p50["warm"]
         goal = FIRST_CALL_GOAL * spawn + w50
