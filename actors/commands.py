@@ -59,14 +59,15 @@ def status(argv: list[str]) -> int:
 def render_table(report: dict) -> str:
     lines = [f"troupe {report.get('version', '')}  {'READY' if report.get('ready') else 'STARTING'}  "
              f"uptime {_duration(report.get('uptime_s', 0))}  mode {report.get('mode')}  {report.get('url') or ''}"]
-    cols = ("SERVER", "STATE", "SINCE", "TRANSPORT", "PID/URL", "TOOLS", "RES", "PROMPTS", "INFL", "RESTARTS",
-            "P50 MS", "LAST ERROR")
+    cols = ("SERVER", "STATE", "SINCE", "TRANSPORT", "PID/URL", "RSS", "TOOLS", "RES", "PROMPTS", "INFL", "RESTARTS",
+            "WAKES", "P50 MS", "LAST ERROR")
     rows = []
     now = time.time()
     for s in report.get("servers", []):
         rows.append((s["name"], s["state"], _duration(now - s.get("since", now)) + " ago", s["transport"],
-                     str(s.get("pid") or s.get("url") or "-"), str(s.get("tools", 0)), str(s.get("resources", 0)),
-                     str(s.get("prompts", 0)), str(s.get("in_flight", 0)), str(s.get("restarts", 0)),
+                     str(s.get("pid") or s.get("url") or "-"), _mib(s.get("rss_bytes")), str(s.get("tools", 0)),
+                     str(s.get("resources", 0)), str(s.get("prompts", 0)), str(s.get("in_flight", 0)),
+                     str(s.get("restarts", 0)), str(s["wakes"]) if s.get("start") == "on_demand" else "-",
                      str((s.get("latency_ms") or {}).get("p50") or "-"), (s.get("last_error") or "")[:60]))
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -78,6 +79,12 @@ def render_table(report: dict) -> str:
         if s.get("state") == "needs-auth":  # the link itself is long: `troupe auth NAME` prints it
             lines.append(f"{s['name']} needs a sign-in: troupe auth {s['name']}"
                          + (f"  ({s['auth_error']})" if s.get("auth_error") else ""))
+    memory = report.get("memory")
+    if isinstance(memory, dict):
+        idle = sum(1 for s in report.get("servers", []) if s.get("state") == "idle")
+        lines.append(f"memory: {_mib(memory.get('total_rss_bytes'))} RSS in all (troupe "
+                     f"{_mib(memory.get('troupe_rss_bytes'))}, servers {_mib(memory.get('children_rss_bytes'))})"
+                     + (f"; {idle} on-demand server(s) idle" if idle else ""))
     tasks = task_line(report.get("tasks"))
     if tasks:
         lines.append(tasks)
@@ -88,6 +95,11 @@ def render_table(report: dict) -> str:
     if isinstance(disc, dict) and disc:
         lines.append(f"discovery: {orjson.dumps(disc).decode()[:300]}")
     return "\n".join(lines)
+
+
+def _mib(value) -> str:
+    """Bytes as MiB for the table ("-" when unknown: a server not running, or no /proc)."""
+    return f"{value / 1048576:.1f}M" if isinstance(value, (int, float)) else "-"
 
 
 def task_line(tasks) -> str:

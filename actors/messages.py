@@ -235,6 +235,8 @@ class PublishServer:
     # No client's request has reached the server through this connection yet: what it adds
     # now it added on its own start, not in answer to a call (see registry.FIRST_SIGHT_WINDOW).
     untouched: bool = False
+    # An on-demand server's listing: the Registry has the TrustKeeper keep it (KeepListing) when it differs.
+    keep: bool = False
     # Called (from the Registry's greenlet; must not block) once a snapshot holding these lists is
     # published: a Connection's first listing reports the server ready only then, so a client
     # that waited for start-up to settle finds the server's tools in the catalogue.

@@ -1,6 +1,7 @@
 """Runtime: starts troupe's actors in order, stops them in reverse, and is the edge API."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -21,6 +22,7 @@ from actors.cluster.member import ClusterMember
 from actors.cluster.shared import SharedState
 from actors.settings import config as config_mod
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
+from actors.settings.model import START_ON_DEMAND
 from actors.messages import ApplyServers, ControlServer, GetStatus
 from actors.protocol import mcp, request_state
 from actors.supervision.placing import Placement
@@ -31,7 +33,10 @@ from actors.tells import tell as _tell
 from actors.upstream.routing import route_server_request
 from actors.redact import redact_url
 from actors.supervision import client_route
+from actors.supervision import memory
 from actors.supervision.directory import Directory
+from actors.supervision.demand import WakeServer
+from actors.supervision.states import ServerState
 from actors.messages import SetUrl
 from actors.supervision.supervisor import Supervisor
 from actors.trust import ledger, report as trust_report
@@ -63,7 +68,8 @@ class Runtime:
         # The published snapshots: readers get the read side; each Publisher waits in _writers
         # until start() hands it to its one owner actor, and nothing here keeps it after that.
         self.box, catalogue = Published.create(Catalogue())  # the Registry's catalogue
-        self.servers, directory = Published.create(Directory())  # the Supervisor's snapshot of every server
+        # the Supervisor's snapshot of every server (waitable: a call waits on it for an on-demand start)
+        self.servers, directory = Published.create(Directory(), waitable=True)
         self.trust, trust = Published.create(TrustSnapshot())  # the TrustKeeper's approvals and pins
         self.auth, auth = auth_snapshot()  # upstream OAuth: the AuthKeeper publishes bearers here
         self._writers: dict[str, Any] | None = dict(catalogue=catalogue, directory=directory, trust=trust, auth=auth)
@@ -163,11 +169,13 @@ class Runtime:
         supervisor = self.supervisor
         assert supervisor is not None and self.bus is not None and self.keeper is not None  # start() set them
         reserved = frozenset(s.name for s in self.config.servers)
+        # discovery.start: on_demand: a server found in a client's config costs no process until used
+        on_demand = self.config.discovery.get("start") == START_ON_DEMAND
 
         def on_services(changed) -> None:
             # Discovery owns its servers' set; the supervisor reconciles that source.
             for cfg in changed.added + changed.updated:
-                self._discovered[cfg.name] = cfg
+                self._discovered[cfg.name] = dataclasses.replace(cfg, start=START_ON_DEMAND) if on_demand else cfg
             for name in changed.removed:
                 self._discovered.pop(name, None)
             if not _tell(supervisor, ApplyServers(tuple(self._discovered.values()), "discovery")):
@@ -177,7 +185,9 @@ class Runtime:
 
         def is_connected(name: str) -> bool:  # a look at the supervisor's published snapshot
             view = servers.current.get(name)
-            return view is not None and view.callable
+            # An idle on-demand server counts as connected: it listed when it last ran, and a health
+            # probe would start the very process on-demand keeps stopped.
+            return view is not None and (view.callable or view.state == ServerState.IDLE)
 
         self.discovery = engine.start(dict(self.config.discovery), self.bus, on_services,
                                       home=self._home, project_root=self._project_root, reserved_names=reserved,
@@ -243,6 +253,11 @@ class Runtime:
         upstream (a ClientRoute while it starts); `anonymous`: a stateless caller naming no client."""
         return client_route.resolve(self.servers.current, self.supervisor, server, client, anonymous)
 
+    def wake(self, server: str, method: str = "") -> None:
+        """A call found on-demand `server` idle: the Supervisor starts it (once for every waiter)."""
+        if self.supervisor is not None:
+            _tell(self.supervisor, WakeServer(server, method))
+
     def client_left(self, session) -> None:
         """A Session stops: the Supervisor stops its client's own upstreams (share: per_client)."""
         if self.supervisor is not None:
@@ -305,6 +320,7 @@ class Runtime:
         report["audit"] = ops.status(self.audit)
         report["rates"] = self.rates.report()
         report["collisions"] = list(self.box.current.collisions)  # names troupe had to change, and why
+        memory.annotate(report)  # RSS per running server and of troupe with every child
         if self.discovery is not None:
             from actors.discovery.messages import GetDiscoveryStatus
             try:

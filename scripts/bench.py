@@ -23,6 +23,9 @@ Sections (all in one run, every ratio against a baseline measured in the same ru
   8  operations (issue 29): troupe stdio with the audit trail, OpenTelemetry traces (to a local OTLP sink)
      and a never-refusing rate limit each on, against troupe with nothing on: each one's added p50 as a
      share of troupe's own added latency (goal: under 10%).
+  9  servers on demand (issue 30): RSS of troupe plus children with 20 stdio servers always on vs on
+     demand at rest, and the first call on a stopped server against a warm call and the server's own
+     spawn-and-handshake (goal: first call <= 1.1× spawn-and-handshake + one warm call).
 
 Usage:
   python scripts/bench.py                       # full run (about 3-5 minutes on 2 cores)
@@ -60,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _bench_* helpers
 import _bench_cluster  # noqa: E402
 import _bench_hotpath  # noqa: E402
 import _bench_latency  # noqa: E402
+import _bench_on_demand  # noqa: E402
 import _bench_ops  # noqa: E402
 import _bench_profile  # noqa: E402
 import _bench_sections  # noqa: E402
@@ -109,6 +113,7 @@ SECTIONS = {
     "6": ("cluster", _bench_cluster.cluster),
     "7": ("hot_path", _bench_hotpath.run),
     "8": ("operations", _bench_ops.run),
+    "9": ("on_demand", _bench_on_demand.run),
 }
 
 
@@ -129,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny counts, seconds per section")
     p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")
-    p.add_argument("--sections", default="1,2,3,4,5,6,7,8", help="comma-separated section numbers")
+    p.add_argument("--sections", default="1,2,3,4,5,6,7,8,9", help="comma-separated section numbers")
     p.add_argument("--profile", nargs="?", const="bench-profile.txt", default=None, metavar="FILE",
                    help="profile troupe (py-spy) during one workload at a time; summary to FILE")
     p.add_argument("--profile-only", default="", metavar="SLUGS",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import gevent
+import orjson
 import pykka
 from loguru import logger
 
@@ -21,7 +22,7 @@ from actors.tells import tell
 from actors.trust import provenance as trust
 from actors.trust.ledger import KINDS, Pinned, TrustSnapshot
 from actors.tasks import wire as task_wire
-from actors.trust.messages import PinFirstSight, ReportWithheld, TrustChanged
+from actors.trust.messages import KeepListing, PinFirstSight, ReportWithheld, TrustChanged
 from actors.trust.pinning import digests, screen
 
 LIST_CHANGED_DEBOUNCE = 0.05  # coalesce bursts (N servers arriving at once) into one notice
@@ -72,7 +73,8 @@ class Registry(pykka.ThreadingActor):
     definition is withheld, not shown), builds a new immutable Catalogue, with the view of
     each configured profile and each list's digest, and publishes it at once (it alone holds
     the catalogue's Publisher); debounces the ToolsChanged notice to the bus. Tells the
-    TrustKeeper what to pin on first sight (PinFirstSight) and what it withholds (ReportWithheld).
+    TrustKeeper what to pin on first sight (PinFirstSight), what it withholds (ReportWithheld) and
+    an on-demand server's full listing to serve while it is stopped (KeepListing).
     """
 
     def __init__(self, writer: Publisher[Catalogue], bus: BusClient, separator: str = "__", *,
@@ -95,6 +97,7 @@ class Registry(pykka.ThreadingActor):
         self._holds: dict[str, gevent.Greenlet] = {}  # server → the timer that ends its hold
         self._waiting: dict[str, list] = {}  # server → on_published of held listings a later one replaced
         self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
+        self._kept: dict[str, bytes] = {}  # identity → the on-demand listing last told to the keeper
 
     def on_receive(self, message):
         match message:
@@ -148,6 +151,8 @@ class Registry(pykka.ThreadingActor):
         pause = Slices() if len(msg.tools) > YIELD_ABOVE_TOOLS else never
         sums = digests({"tools": msg.tools, "prompts": msg.prompts}, pause) if msg.pin else None
         self._published[msg.server] = (msg, sums)
+        if msg.keep:
+            self._keep(msg)
         self._mark(self._screen(msg, sums, report=True, pause=pause))
         now = time.monotonic()
         low, high = REPUBLISH_AFTER
@@ -156,6 +161,18 @@ class Registry(pykka.ThreadingActor):
         for published in [*self._waiting.pop(msg.server, ()), msg.on_published]:
             if published is not None:
                 published()
+
+    def _keep(self, msg: PublishServer) -> None:
+        """An on-demand server's listing, as listed (unscreened: a withheld tool stays withheld when it
+        is served again), kept by the TrustKeeper when it differs from what is kept."""
+        if not msg.identity or self.keeper is None:
+            return
+        blob = orjson.dumps({"tools": msg.tools, "resources": msg.resources, "templates": msg.templates,
+                             "prompts": msg.prompts, "capabilities": msg.capabilities,
+                             "instructions": msg.instructions}, default=dict, option=orjson.OPT_SORT_KEYS)
+        if self._kept.get(msg.identity, self.trust.current.listings.get(msg.identity)) != blob:
+            self._kept[msg.identity] = blob
+            self._tell_keeper(KeepListing(msg.identity, msg.server, blob))
 
     def _unhold(self, server: str) -> None:
         self._held.pop(server, None)

@@ -133,6 +133,8 @@
     const bits = ["v" + (status.version || "?"), status.mode + " mode",
       "up " + ago(status.started_at || (Date.now() / 1000 - (status.uptime_s || 0)))];
     if (status.url) bits.push(status.url);
+    const mem = status.memory;  // troupe and every process it started, resident now
+    if (mem && mem.total_rss_bytes != null) bits.push(fmtMiB(mem.total_rss_bytes) + " RSS in all");
     $("summary").textContent = bits.join(" · ");
     const byState = {};
     for (const s of status.servers) byState[s.state] = (byState[s.state] || 0) + 1;
@@ -176,7 +178,7 @@
       el("td", {}, el("span", { class: "badge " + s.state }, s.state),
         el("span", { class: "sub since" }, ago(s.since) + " ago")),
       el("td", {}, s.transport),
-      el("td", { class: "where", title: where }, where),
+      el("td", { class: "where", title: where }, where, el("span", { class: "sub" }, runningCost(s))),
       el("td", { class: "num", title: "tools / resources / prompts" },
         s.tools, el("span", { class: "sub" }, (s.resources || 0) + " / " + (s.prompts || 0))),
       el("td", { class: "num" }, s.in_flight || 0),
@@ -189,6 +191,17 @@
     );
     if (changed) { tr.classList.remove("changed"); void tr.offsetWidth; tr.classList.add("changed"); }
   }
+
+  // What a server costs while it runs (its processes' RSS), and for one on demand how often it woke.
+  function runningCost(s) {
+    const bits = [];
+    if (s.rss_bytes != null) bits.push(fmtMiB(s.rss_bytes) + " RSS");
+    if (s.start === "on_demand") bits.push("on demand · " + (s.wakes || 0) + " wakes"
+      + (s.last_wake ? ", last " + ago(s.last_wake) + " ago" : ""));
+    return bits.join(" · ");
+  }
+
+  const fmtMiB = (bytes) => (bytes / 1048576).toFixed(1) + " MiB";
 
   // Launch facts never hold env or header values; the interpreter's full path is noise here.
   const launchLine = (l) => (l && l.command ? [l.command.split("/").pop(), ...(l.args || [])].join(" ") : "");
@@ -495,6 +508,9 @@
       case "ServerConnected": return [who, "connected, " + e.tools + " tools"];
       case "ServerDisconnected": return [who, "disconnected: " + e.reason];
       case "ServerRestarted": return [who, "restart #" + e.restarts + " in " + e.backoff_s + " s"];
+      case "ServerIdled": return [who, e.learned ? "lists learned; stopped until first use"
+        : "stopped after " + Math.round(e.idle_s) + " s idle; its lists stay served"];
+      case "ServerWoken": return [who, "woken by " + (e.method || "a call") + " (wake #" + e.wakes + ")"];
       case "CircuitOpened": return [who, "circuit open after " + e.failures + " failures: " + e.reason];
       case "ToolsChanged": return ["", (e.lists || []).join(", ") + " changed (v" + e.version + ")"];
       case "HealthChanged": return [who, (e.healthy ? "healthy" : "unhealthy") + (e.reason ? ": " + e.reason : "")];

@@ -29,7 +29,7 @@ DEFAULT_FIRST_CHECK_DELAY = 3.0  # give the supervisor time to connect before pr
 
 TOP_KEYS = {"enabled", "interval", "providers", "store", "store_path", "path_probe", "auto_connect",
             "max_file_bytes", "max_claude_json_bytes", "deadline", "watch", "watch_interval", "health",
-            "home", "project_root", "system_root"}
+            "home", "project_root", "system_root", "start"}
 PATH_KEYS = {"enabled", "allowlist", "auto_connect", "timeout", "path", "concurrency"}
 AUTO_KEYS = {"client_configs", "registered"}
 HEALTH_KEYS = {"enabled", "interval", "timeout", "concurrency", "first_check_delay"}
@@ -133,6 +133,9 @@ def parse(settings: Mapping | None, *, home: str | None = None,
     for p in providers:
         if p not in ALL_PROVIDERS:
             raise ValueError(f"discovery.providers: {p!r} is not one of {', '.join(ALL_PROVIDERS)}")
+    start = top.get("start", str, "always")
+    if start not in ("always", "on_demand"):  # the servers it finds start always, or on first use
+        raise ValueError(f"discovery.start: {start!r} is not one of always, on_demand")
     store = top.get("store", str, "memory")
     if store not in STORES:
         raise ValueError(f"discovery.store: {store!r} is not one of {', '.join(STORES)}")

@@ -28,6 +28,7 @@ LOCAL = "local"  # a greenlet of the Session's own (core tool, workflow run)
 LOOKUP = "lookup"  # the CacheKeeper's answer, then forwarded unless it hit
 BACK = "back"  # its server to come back (the Connection died under an idempotent call)
 SETTLING = "settling"  # start-up to settle (the first tools/list, a tool of a server still starting)
+WAKING = "waking"  # its on-demand server to start (downstream/waking.py), within the call's own deadline
 
 
 class Call:
@@ -41,7 +42,7 @@ class Call:
 
     __slots__ = ("rid", "server", "method", "params", "sink", "shape", "token", "ref", "retry", "timer",
                  "rounds", "phase", "progress_token", "work", "stop_with", "plan", "failure", "message", "principal",
-                 "span", "audit")
+                 "span", "audit", "wakes")
 
     def __init__(self, rid, sink, shape, token: int, phase: str):
         self.rid, self.sink, self.shape, self.token, self.phase = rid, sink, shape, token, phase
@@ -61,6 +62,7 @@ class Call:
         self.principal: str = ""
         self.span: Any = None  # its upstream request's CLIENT span while FORWARDED, when traced (actors/ops)
         self.audit: Any = None  # an ops.observer.Begun while the audit trail follows this call
+        self.wakes = 0  # how many starts of its on-demand server it waited for (waking.MAX_WAKES)
 
     @property
     def parked(self) -> bool:

@@ -49,6 +49,10 @@ class SessionContext:
     tracing: Any = None  # actors.ops.tracing.Tracing when spans are exported, else None (the hooks' guard)
     observer: Any = None  # the ops.observer.Observer told how each call ended, or None (no audit trail)
     rates: Any = None  # the RateLimiter (actors/ratelimit): checked before each call to a server
+    # Servers on demand: (server, method) asks the Supervisor to start an idle one; server_changes()
+    # is the event the Directory's next publish sets (None: not waitable, poll).
+    wake: Callable[[str, str], None] = lambda server, method: None
+    server_changes: Callable[[], Any] = lambda: None
 
 
 def for_runtime(rt) -> SessionContext:
@@ -68,4 +72,5 @@ def for_runtime(rt) -> SessionContext:
         notify_upstreams=rt.notify_upstreams, client_left=rt.client_left,
         run_core=lambda name, args, view, client=None: coretools.run(name, args, rt, view, client),
         slowest_timeout=lambda: max((s.timeout for s in rt.config.servers), default=DEFAULT_TIMEOUT),
-        tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer, rates=rt.rates, tracing=rt.tracing)
+        tasks=rt.tasks, task_ids=rt.task_ids, observer=rt.observer, rates=rt.rates, tracing=rt.tracing,
+        wake=rt.wake, server_changes=lambda: rt.servers.changed)

@@ -16,9 +16,10 @@ import gevent
 from loguru import logger
 
 from actors.downstream.calls import (
-    BACK, FORWARDED, IDEMPOTENT_METHODS, LOCAL, LOOKUP, RETRY_WAIT, SETTLING, Call, CallTable, Progressed, ServerBack,
-    Settled, progress_notice, wait_for_server, withdrawn,
+    BACK, FORWARDED, IDEMPOTENT_METHODS, LOCAL, LOOKUP, RETRY_WAIT, SETTLING, WAKING, Call, CallTable, Progressed,
+    ServerBack, Settled, progress_notice, wait_for_server, withdrawn,
 )
+from actors.downstream import waking
 from actors.messages import CancelForward, Forward, ForwardReplied, UpstreamError
 from actors.ops import records as audit
 from actors.protocol import eras, jsonrpc, mcp, modern
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 DEADLINE_MARGIN = 2.0
 
 
-class Forwarder:
+class Forwarder(waking.WakingCalls):
     """Owns the Session's CallTable and every way a call in it is answered (see the module's
     docstring). A plain object used only from its Session's greenlet, with explicit inputs: the
     Session's context and ref, its client's view and handshake state, and `handle(msg, sink,
@@ -209,6 +210,9 @@ class Forwarder:
         server, token, me = call.server, call.token, self._me
         ref, status = self.connection(server, call.sink)
         if ref is None:
+            if waking.waits(self._ctx.servers().get(server), call.wakes):  # on demand: it starts for this call
+                self._wake(call, None)
+                return
             self.answer(token, UpstreamError(jsonrpc.SERVER_UNAVAILABLE, status, server=server))
             return
         call.phase, call.ref = FORWARDED, ref
@@ -266,6 +270,9 @@ class Forwarder:
         if modern.input_required(outcome):
             self.rounds.input_required(call, outcome)
             return
+        if type(outcome) is UpstreamError and waking.resent(self._ctx.servers().get(call.server), outcome, call.wakes):
+            self._wake(call, call.ref)  # its Connection was stopping for idleness: the next start takes it
+            return
         if call.retry and isinstance(outcome, UpstreamError) and outcome.link_lost:
             self._await_server(call, outcome)
             return
@@ -283,6 +290,9 @@ class Forwarder:
 
     def server_back(self, token: int) -> None:
         call = self.table.current(token)
+        if call is not None and call.phase == WAKING:  # its server started (or will not): sent now
+            self._woken(call)
+            return
         if call is None or call.phase != BACK:
             return  # cancelled (or expired) while it waited: never sent again
         call.work = None
@@ -307,6 +317,10 @@ class Forwarder:
                                     server=call.server)
             if call.span is not None:
                 call.span.end(outcome)
+        elif call.phase == WAKING:
+            waited = self._ctx.server_timeout(call.server) + DEADLINE_MARGIN
+            outcome = UpstreamError(jsonrpc.REQUEST_TIMEOUT, f"server {call.server} (on demand) did not start and "
+                                    f"answer within {waited:g}s", server=call.server)
         elif call.phase == BACK:
             failure = call.failure
             outcome = UpstreamError(failure.code, f"{failure.message} (and it was not back within {RETRY_WAIT:g}s)",

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import gevent
+
+from actors.downstream import waking
 from actors.downstream.client_requests import NEEDS
 from actors.downstream.listens import Listens, ListenSubscribed
 from actors.downstream.replies import ignore
@@ -106,15 +109,34 @@ class ModernRequests:
         followed = [(uri, owner) for uri, owner in owners if owner is not None]
         tasks = self._follow_tasks(wanted.get("taskIds"), sink) if wanted.get("taskIds") else ()
         self._listens.open(rid, sink, wanted, [uri for uri, _ in followed], self._view.catalogue(), tasks)
-        me = self._me
         for uri, (server, original) in followed:
             ref = self._ctx.connection(server)
-            if ref is None:
-                continue  # not running: a later ResourceUpdated cannot come from it either
+            if ref is not None:
+                self._subscribe(ref, rid, server, original, uri)
+            elif waking.waits(self._ctx.servers().get(server), 0):
+                self._subscribe_on_start(rid, server, original, uri)
+            # else not running: a later ResourceUpdated cannot come from it either
 
-            def subscribed(outcome, server=server, original=original, uri=uri) -> None:  # connection's greenlet
-                _tell(me, ListenSubscribed(rid, server, original, uri, not isinstance(outcome, UpstreamError)))
-            _tell(ref, Forward("resources/subscribe", {"uri": original}, subscribed, origin=self._listen_origin(rid)))
+    def _subscribe(self, ref, rid, server: str, original: str, uri: str) -> None:
+        me = self._me
+
+        def subscribed(outcome) -> None:  # the connection's greenlet: a tell, nothing else
+            _tell(me, ListenSubscribed(rid, server, original, uri, not isinstance(outcome, UpstreamError)))
+        _tell(ref, Forward("resources/subscribe", {"uri": original}, subscribed, origin=self._listen_origin(rid)))
+
+    def _subscribe_on_start(self, rid, server: str, original: str, uri: str) -> None:
+        """Following a resource of an idle on-demand server starts it (a subscription is a use); the
+        subscribe goes once it is up, within the server's timeout. A stream that ended meanwhile
+        unsubscribes again as soon as the server accepts (Listens.subscribed)."""
+        ctx = self._ctx
+
+        def subscribe_when_up() -> None:  # a greenlet of its own: reads snapshots, tells only
+            ref = ctx.connection(server)
+            if ref is not None:
+                self._subscribe(ref, rid, server, original, uri)
+        wait = gevent.spawn(waking.wait_for_start, server, ctx.servers, ctx.server_changes, None,
+                            lambda: ctx.wake(server, "subscriptions/listen"), subscribe_when_up)
+        gevent.spawn_later(ctx.server_timeout(server), wait.kill, block=False)
 
     def _listen_origin(self, rid) -> tuple:
         return (self._me, modern.LISTEN, rid)

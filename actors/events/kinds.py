@@ -111,6 +111,26 @@ class CircuitOpened(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ServerIdled(Event):
+    """Published by the Supervisor when an on-demand server was stopped for having nothing going
+    on for `idle_s` seconds (or after the start that learned its lists, `learned`): its lists stay served."""
+
+    server: str
+    idle_s: float = 0.0
+    learned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerWoken(Event):
+    """Published by the Supervisor when a first use (a call, read, prompts/get, completion or
+    subscription) starts an idle on-demand server: its `wakes`-th start on demand."""
+
+    server: str
+    wakes: int
+    method: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolsChanged(Event):
     """The catalogue changed; `lists` names which lists (tools/resources/prompts)."""
 

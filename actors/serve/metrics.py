@@ -57,6 +57,13 @@ def _troupe(report: dict):
     yield GaugeMetricFamily("troupe_uptime_seconds", "Seconds since troupe started.",
                             value=float(report.get("uptime_s") or 0))
     yield GaugeMetricFamily("troupe_servers", "Servers troupe supervises.", value=len(report.get("servers") or []))
+    memory = report.get("memory") or {}
+    for name, text, key in (("troupe_process_rss_bytes", "Resident memory of troupe's own process.", "troupe"),
+                            ("troupe_children_rss_bytes", "Resident memory of every process troupe started.",
+                             "children"),
+                            ("troupe_total_rss_bytes", "Resident memory of troupe and its children.", "total")):
+        if memory:
+            yield GaugeMetricFamily(name, text, value=memory.get(f"{key}_rss_bytes") or 0)
 
 
 def _servers(servers: list):
@@ -76,6 +83,10 @@ def _servers(servers: list):
                               labels=["server", "state"])
     up = GaugeMetricFamily("troupe_server_up", "1 when the server takes calls (ready or degraded).", labels=label)
     listed = GaugeMetricFamily("troupe_server_tools", "Tools the server lists now.", labels=label)
+    wakes = CounterMetricFamily("troupe_server_wakes", "Starts of an on-demand server caused by a first use.",
+                                labels=label)
+    rss = GaugeMetricFamily("troupe_server_rss_bytes", "Resident memory of the server's processes while it runs.",
+                            labels=label)
     for s in servers:
         name = s["name"]
         # the report's figures: every generation's totals plus the live one's, asked of it
@@ -92,7 +103,11 @@ def _servers(servers: list):
             state.add_metric([name, st], 1 if s.get("state") == st else 0)
         up.add_metric([name], 1 if s.get("state") in CALLABLE_STATES else 0)
         listed.add_metric([name], s.get("tools") or 0)
-    yield from (calls, errors, timeouts, garbage, bad_ids, latency, in_flight, restarts, state, up, listed)
+        if s.get("start") == "on_demand":
+            wakes.add_metric([name], s.get("wakes") or 0)
+        if s.get("rss_bytes") is not None:
+            rss.add_metric([name], s["rss_bytes"])
+    yield from (calls, errors, timeouts, garbage, bad_ids, latency, in_flight, restarts, state, up, listed, wakes, rss)
 
 
 def _buckets(counts) -> list:

@@ -14,7 +14,7 @@ from typing import Any, Mapping, TypeVar, overload
 from actors.settings import audit_section, cache_section, profiles as profiles_mod, serve_section
 from actors.settings.files import ConfigError, Located, read
 from actors.cluster import settings as cluster_settings
-from actors.settings import rate_section, tasks_section, upstream_auth, workflows_section
+from actors.settings import rate_section, start_section, tasks_section, upstream_auth, workflows_section
 from actors.ops import trace_settings
 from actors.settings.model import (
     DEFAULT_HEADER_TIMEOUT_S,
@@ -182,7 +182,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
     check.unknown_keys(item, {"name", "enabled", "auto_start", "timeout", "prefix", "transport",
                               "max_in_flight", "max_queued", "restart", "max_message_bytes", "retry_idempotent_tools",
                               "pin", "placement", "auth", "cache", "share", "max_tools", "max_tool_bytes",
-                              "tasks", "rate"}, path)
+                              "tasks", "rate", "start", "idle_stop"}, path)
     name = check.typed(item, "name", path, str)
     if not name:
         check.fail(f"{path}.name", "is required")
@@ -239,7 +239,7 @@ def _server(item: Any, path: str, check: _Checker, builtins, base: Path) -> Serv
         cache=cache_section.server(item.get("cache"), f"{path}.cache", check.fail),
         share=_share(check.typed(item, "share", path, str, SHARE_ALL), path, check),
         task_max_duration=tasks_section.server_max_duration(item, path, check),
-        **_list_limits(item, path, check))
+        **start_section.server_start(item, path, check), **_list_limits(item, path, check))
 
 
 def _list_limits(item: dict, path: str, check: _Checker) -> dict:

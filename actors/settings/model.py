@@ -20,6 +20,10 @@ DEFAULT_TIMEOUT = 30.0  # seconds per request to a server, unless its config say
 # A server's `share:`: one upstream for every client, or each downstream client its own.
 SHARE_ALL, SHARE_PER_CLIENT = "all", "per_client"
 SHARES = (SHARE_ALL, SHARE_PER_CLIENT)
+# A server's `start:`: running from troupe's start, or only while used (servers on demand).
+START_ALWAYS, START_ON_DEMAND = "always", "on_demand"
+START_MODES = (START_ALWAYS, START_ON_DEMAND)
+DEFAULT_IDLE_STOP_S = 300.0  # an on-demand server with nothing going on for this long is stopped
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # HTTP front limits (serve.*): what one troupe holds open for its downstream clients.
@@ -108,6 +112,14 @@ class ServerConfig:
     # How long a task troupe mints around one of its calls may run (its `tasks.max_duration`);
     # None: serve.tasks.max_duration. Its `timeout` still bounds every call that is not a task.
     task_max_duration: float | None = None
+    # Servers on demand (supervision/on_demand.py): `on_demand` runs only while used, serving its
+    # pinned lists while stopped, and stops after `idle_stop` seconds with nothing going on.
+    start: str = START_ALWAYS
+    idle_stop: float = DEFAULT_IDLE_STOP_S
+
+    @property
+    def on_demand(self) -> bool:
+        return self.start == START_ON_DEMAND
 
     @property
     def effective_prefix(self) -> str:

@@ -44,6 +44,11 @@ class Child:
     settled: bool = False  # its first start attempt has ended (ready or failed)
     signed_in: bool = False  # a SignedIn came before its needs-auth failure: start it again at once
     era: tuple | None = None  # (server identity, "modern" | "legacy") as its last probe showed
+    # Servers on demand (on_demand.py): starts a first use caused, when the last was, and whether
+    # the running start is the one that learns a never-listed server's lists (not a wake).
+    wakes: int = 0
+    last_wake: float | None = None
+    learning: bool = False
 
     def known_era(self) -> str | None:
         """The protocol era remembered for this server's current identity, or None (probe it):

@@ -26,16 +26,20 @@ def server_status(child: Child) -> dict:
     """One server's entry: the edge adds the live generation's call statistics (Runtime.status)."""
     config = child.config
     tools, resources, prompts = child.counts
+    listed = child.callable or child.state == ServerState.IDLE  # an idle server's kept lists are served
     out = {"name": config.name, "state": child.state, "since": child.since, "reason": child.reason,
            "transport": config.transport, "source": config.source, "provenance": config.provenance,
            "origin_file": config.origin_file, "enabled": config.enabled,
            "auto_start": config.auto_start, "restarts": child.restarts,
            "last_error": child.reason if child.state in ERROR_STATES else None,
-           "tools": tools if child.callable else 0, "resources": resources if child.callable else 0,
-           "prompts": prompts if child.callable else 0,
+           "tools": tools if listed else 0, "resources": resources if listed else 0,
+           "prompts": prompts if listed else 0,
            "pid": None, "url": config.shown_url,
            "launch": config.launch_facts(), "shown_launch": trust.shown_launch(config),
-           "server_info": child.server_info, "era": child.known_era(), "share": config.share}
+           "server_info": child.server_info, "era": child.known_era(), "share": config.share,
+           "start": config.start}
+    if config.on_demand:
+        out.update(idle_stop=config.idle_stop, wakes=child.wakes, last_wake=child.last_wake)
     if child.callable and child.endpoint:
         out["pid"] = child.endpoint.get("pid")
     out.update(child.retired.to_json())

@@ -19,6 +19,7 @@ class ServerState(str, Enum):
     BACKOFF = "backoff"  # it failed; a restart is scheduled after the backoff delay
     FAILED = "failed"  # the circuit is open: too many failures in the period; retried after a cooldown
     STOPPED = "stopped"  # not running: disabled, auto_start off, or stopped by an operator
+    IDLE = "idle"  # an on-demand server not running: its pinned lists are served; first use starts it
     PENDING_APPROVAL = "pending-approval"  # never executed until an operator approves (trust.PENDING)
     DENIED = "denied"  # the operator or the client's own settings said no (trust.DENIED)
     NEEDS_INPUT = "needs-input"  # its client file has a variable nobody can fill (trust.NEEDS_INPUT)

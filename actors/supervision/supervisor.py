@@ -16,13 +16,14 @@ from actors.events.kinds import (ApprovalAwaited, CircuitOpened, ServerConnected
                                  ServerStateChanged, StartupSettled)
 from actors.messages import (ApplyServers, ConnectionCounts, ConnectionDegraded, ConnectionFailed, ConnectionReady,
                              ConnectionRetired, ControlServer, DescribeLaunch, DropServer, EraLearned, GetStatus,
-                             RestartDue, SetLogLevel, SetSessionLogLevel, SetUrl, StatusReport)
-from actors.protocol import mcp
+                             RestartDue, SetSessionLogLevel, SetUrl, StatusReport)
 from actors.protocol.modern_client import MODERN
 from actors.settings.model import ServerConfig
 from actors.supervision.child import Child
 from actors.supervision.per_client import ClientUpstreams, OwnerBus, OwnedRoute
 from actors.supervision.directory import Directory
+from actors.supervision.log_levels import LogLevels
+from actors.supervision.on_demand import OnDemand
 from actors.supervision.placing import Placement
 from actors.supervision.policy import ChildSpec, Policy
 from actors.supervision.report import launch_facts, server_status, status_report
@@ -38,7 +39,7 @@ from actors.upstream.connection import Connection, make_transport
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
 
 
-class Supervisor(SignInGate, pykka.ThreadingActor):
+class Supervisor(OnDemand, SignInGate, LogLevels, pykka.ThreadingActor):
     """Owns one Child record per server and every Connection actor.
 
     Receives Connection{Ready,Failed,Counts,Degraded}, RestartDue (its own timers), GetStatus (reply:
@@ -48,6 +49,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     server runs here only with its lease; elsewhere its Connection relays to the owner; see placing.py).
     For a `share: per_client` server it also owns each client's own Connection (per_client.py):
     receives ForClient (a call for one), ClientLeft (a Session stopped), ClientRestartDue and SweepClients.
+    For a `start: on_demand` server (on_demand.py) it receives WakeServer (a Session's first use),
+    ConnectionIdle and ConnectionIdled (its Connection, told StopIdle in between) and LearnDone.
     Sends WantLeases to the lease keeper. Starts, restarts (with backoff) and stops connections, opens the
     circuit on a crash loop, and after every change publishes an immutable Directory (it alone holds
     the Publisher): sessions, metrics, the dashboard, reload and embedding read that, never Child. Sends SetLogLevel to
@@ -124,6 +127,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
     def _dispatch(self, message) -> None:
         if self.clients.receive(message, self.children.get, lambda child: self._verdict(child) == trust.ALLOWED):
             return  # a client's own upstream's (share: per_client)
+        if self._on_demand_message(message):
+            return
         match message:
             case SetSessionLogLevel(session=session, level=level):
                 self._session_log_level(session, level)
@@ -195,6 +200,8 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
                                            and config.origin_file else "disabled in config"), True
         elif not config.auto_start:
             child.reason, child.settled = "auto_start is off", True
+        elif config.on_demand:
+            self._start_on_demand(child)
         else:
             self._spawn(child)
         return child
@@ -232,7 +239,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
             if child.state in GATED_STATES and verdict == trust.ALLOWED:
                 self._set_state(child, ServerState.STOPPED, "approved")
                 if child.config.enabled and child.config.auto_start:
-                    self._spawn(child)
+                    (self._start_on_demand if child.config.on_demand else self._spawn)(child)
             elif verdict != trust.ALLOWED and child.state not in GATED_STATES:
                 self._stop_child(child, "approval withdrawn")
                 self._gate(child)
@@ -272,21 +279,6 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         return self._connect(child.config, child, self.placement.era(self.children[child.config.name]), route, None,
                              OwnerBus(owner))
 
-    def _session_log_level(self, session, level: str | None) -> None:
-        """Upstreams log at the most verbose level any session asked for; each session filters."""
-        if level is None:
-            self._log_levels.pop(session, None)
-        else:
-            self._log_levels[session] = level
-        wanted = min(self._log_levels.values(), key=mcp.LOG_LEVELS.index, default=None)
-        if wanted is None or wanted == self.log_level:
-            return
-        self.log_level = wanted
-        for child in self.children.values():
-            if child.callable:
-                _tell(child.ref, SetLogLevel(wanted))
-        self.clients.set_log_level(wanted)
-
     def _stop_child(self, child: Child, reason: str, state: ServerState = ServerState.STOPPED,
                     forget: bool = False) -> None:
         """Stop its connection; `forget` also takes its tools out of the catalogue (removal)."""
@@ -314,6 +306,7 @@ class Supervisor(SignInGate, pykka.ThreadingActor):
         child.settled = True
         self._set_state(child, ServerState.READY, "")
         self.bus.publish(ServerConnected(child.config.name, tools=msg.tools))
+        self._ready_on_demand(child)
         self._check_settled()
 
     def _on_failed(self, msg: ConnectionFailed) -> None:

@@ -15,7 +15,8 @@ from actors.published import Publisher
 from actors.trust import ledger, running
 from actors.trust import provenance as trust
 from actors.trust.ledger import Ledger, LedgerError, TrustSnapshot
-from actors.trust.messages import Decide, PinFirstSight, ReportWithheld, ServersSeen, TrustChanged, WatchTrust
+from actors.trust.messages import (Decide, KeepListing, PinFirstSight, ReportWithheld, ServersSeen, TrustChanged,
+                                   WatchTrust)
 from actors.tells import tell
 
 POLL_INTERVAL = 1.0  # seconds between stats of the file: `troupe approve` is seen within ~1 s
@@ -44,7 +45,8 @@ class TrustKeeper(pykka.ThreadingActor):
     the file: the name, identity and trust state of each server this troupe has (from ServersSeen),
     rewritten when one changes and removed at stop, for `troupe approve NAME` to find.
 
-    Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, WatchTrust, ServersSeen,
+    Receives: Decide (reply: the entry), PinFirstSight, ReportWithheld, KeepListing (an on-demand
+    server's full listing, served while it is stopped), WatchTrust, ServersSeen,
     and _Poll and _Flush from its own poll greenlet and write timer.
     Sends: TrustChanged to subscribers; ApprovalDecided and ToolDefinitionChanged to the bus.
     A file that cannot be read keeps the last good snapshot (at start: nothing approved),
@@ -119,6 +121,9 @@ class TrustKeeper(pykka.ThreadingActor):
                 self._queue(key, lambda data: ledger.pin_first_sight(data, identity, name, items, extend))
             case ReportWithheld():
                 self._withheld(message)
+            case KeepListing(identity=identity, name=name):
+                listing = message.listing  # decoded here: the keeper's own copy
+                self._queue(("listing", identity), lambda data: ledger.keep_listing(data, identity, name, listing))
             case ServersSeen(directory=directory):
                 self._servers_seen(directory)
             case _:

@@ -61,10 +61,13 @@ class TrustSnapshot:
     pins: Mapping[str, Pinned] = field(default_factory=lambda: MappingProxyType({}))  # identity → pinned digests
     # identity → {"name", "tools": {name: {"digest", "diff", "kind": new|changed}}, "prompts": {…}}
     withheld: Mapping[str, Mapping] = field(default_factory=lambda: MappingProxyType({}))
+    # identity → the last full listing of an on-demand server, pre-encoded JSON ({"tools",
+    # "resources", "templates", "prompts", "capabilities", "instructions"}): served while it is stopped
+    listings: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def snapshot(data: Mapping[str, Any], version: int) -> TrustSnapshot:
-    decisions, pins, withheld = {}, {}, {}
+    decisions, pins, withheld, listings = {}, {}, {}, {}
     for identity, entry in (data.get("servers") or {}).items():
         if not isinstance(entry, dict):
             continue
@@ -76,11 +79,16 @@ def snapshot(data: Mapping[str, Any], version: int) -> TrustSnapshot:
                                                         for n, d in (p.get(k) or {}).items()
                                                         if isinstance(d, dict) and "digest" in d})
                                       for k in KINDS))
+        if isinstance(entry.get("listing"), dict):
+            # as the Registry encodes a listing (sorted keys), so an unchanged one is not kept again
+            listings[identity] = orjson.dumps({k: v for k, v in entry["listing"].items() if k != "at"},
+                                              option=orjson.OPT_SORT_KEYS)
         pending = entry.get("withheld")
         if isinstance(pending, dict) and any(pending.get(k) for k in KINDS):
             withheld[identity] = MappingProxyType({"name": entry.get("name"),
                                                    **{k: pending.get(k) or {} for k in KINDS}})
-    return TrustSnapshot(version, MappingProxyType(decisions), MappingProxyType(pins), MappingProxyType(withheld))
+    return TrustSnapshot(version, MappingProxyType(decisions), MappingProxyType(pins), MappingProxyType(withheld),
+                         MappingProxyType(listings))
 
 
 class Ledger:
@@ -194,6 +202,13 @@ def pin_first_sight(data: dict, identity: str, name: str, items: Mapping[str, Ma
                                                  for n, (d, body) in items.get(k, {}).items()}
                                              for k in KINDS}}
     return True
+
+
+def keep_listing(data: dict, identity: str, name: str, listing: Mapping) -> None:
+    """Keep an on-demand server's last full listing beside its pins: troupe serves it (screened
+    against the pins as any listing) while the server is not running."""
+    entry = _entry(data, identity, name)
+    entry["listing"] = {**listing, "at": time.time()}
 
 
 def withhold(data: dict, identity: str, name: str, changes: Mapping[str, Mapping[str, Mapping]]) -> None:

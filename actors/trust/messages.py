@@ -49,6 +49,21 @@ class PinFirstSight:
 
 
 @dataclass(frozen=True, slots=True)
+class KeepListing:
+    """Told by the Registry after a listing of an on-demand server that differs from the one kept:
+    its full definitions (pre-encoded: `listing_json` is {"tools", "resources", "templates",
+    "prompts", "capabilities", "instructions"}), written beside its pins and served while it is stopped."""
+
+    identity: str
+    name: str
+    listing_json: bytes
+
+    @property
+    def listing(self) -> dict[str, Any]:
+        return orjson.loads(self.listing_json)
+
+
+@dataclass(frozen=True, slots=True)
 class ReportWithheld:
     """Told by the Registry after each listing of a pinned server: what it withholds now.
     Pre-encoded, as PinFirstSight's pins (`of` encodes, `withheld` decodes a fresh copy)."""

@@ -28,6 +28,8 @@ from actors.settings.config import ServerConfig
 from actors.supervision.policy import HUNG_AFTER_TIMEOUTS
 from actors.transports.base import LinkFailure, OnStream, Transport, TransportError, TransportGarbage
 from actors.transports.factory import make_transport  # the Supervisor's default factory, from here as before
+from actors.supervision.demand import StopIdle
+from actors.upstream.idling import IdleCheck, IdleWatch
 from actors.upstream.listing import UpstreamLists
 from actors.upstream.backpressure import Backpressure
 from actors.upstream.liveness import Liveness
@@ -39,14 +41,14 @@ from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
 from actors.upstream.waiting import WaitingLine
-from actors.tells import tell, unread_tells
+from actors.tells import tell
 
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 # troupe's own requests that say nothing of the server's health when they time out
 OWN_METHODS = ("initialize", "ping", modern_client.DISCOVER, modern_client.LISTEN)
 
 
-class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor):
+class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.ThreadingActor):
     """Owns one upstream server's transport and, each in a plain object only its greenlet
     touches: its requests in flight (RequestTable), the calls waiting beyond max_in_flight
     (WaitingLine), what the server sends unasked (ServerMessages), its lists (UpstreamLists:
@@ -55,8 +57,9 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
 
     Receives Forward (answered through its on_reply), CancelForward, AnswerServer, SetLogLevel
     and NotifyUpstream; from its own greenlets Inbound, TransportClosed, RequestTimedOut and
-    QueuedTimedOut. Sends PublishServer to the Registry (a client's own upstream has none and lists
-    nothing into the catalogue); ConnectionReady, ConnectionCounts,
+    QueuedTimedOut; an on-demand one also StopIdle (and its own IdleCheck: idling.py), telling the
+    Supervisor ConnectionIdle and ConnectionIdled. Sends PublishServer to the Registry (a client's
+    own upstream has none and lists nothing into the catalogue); ConnectionReady, ConnectionCounts,
     ConnectionDegraded and ConnectionFailed to the Supervisor; ServerRequest (through the
     router) and ServerRequestCancelled to the calling Session; ServerLogged and
     ResourceUpdated to the bus.
@@ -102,6 +105,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         self.server_info: dict = {}
         self.instructions = ""
         self.protocol_version = mcp.LATEST
+        self._init_idle(registry is not None)  # a client's own upstream (no registry) is never idle-stopped
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -120,6 +124,8 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         self._open()
 
     def on_stop(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.kill(block=False)
         self.modern.close()
         self._fail_all(f"{self.config.name}: connection stopped")
         self._answer_unread()
@@ -137,20 +143,6 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
         if not self._failed:
             self._fail(f"troupe internal error: {exc_type.__name__}: {exc_value}")
         self.on_stop()
-
-    def _answer_unread(self) -> None:
-        """Forwards still in the mailbox of this stopping Connection (told after its stop, or
-        queued behind it) never left troupe: each is answered as unsent, so a FailoverFront sends
-        it to the next target and a Session treats it as a link lost before any of it ran,
-        rather than waiting out its deadline for an answer pykka would have dropped."""
-        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: connection stopped before "
-                               "the call was sent", server=self.config.name, link_lost=True, link="unsent")
-        for message in unread_tells(self):
-            if isinstance(message, Forward):
-                try:
-                    message.on_reply(unsent)
-                except Exception:
-                    self.log.exception("reply handler failed")
 
     def describe(self) -> dict:
         return self.transport.describe() if self.transport is not None else {}
@@ -210,6 +202,11 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
             case ListsPublished(generation=generation):
                 if generation == self.generation:
                     self.announce_ready()
+                    self._arm_idle()
+            case IdleCheck(generation=generation) if generation == self.generation:
+                self._idle_check()
+            case StopIdle():
+                self._stop_idle(message)
             case RelistDue(kinds=kinds):
                 self._relist_due(kinds)
             case _:
@@ -218,7 +215,11 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
     # ---------------------------------------------------------------- requests
 
     def _forward(self, fwd: Forward) -> None:
+        if self.idled:
+            self._unsent_idle(fwd)
+            return
         self._used = True
+        self._active(fwd)
         if not self._ready:
             fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"server {self.config.name} is not ready",
                                        server=self.config.name))
@@ -275,6 +276,7 @@ class Connection(EraOpening, ListPublishing, Backpressure, pykka.ThreadingActor)
     def _complete(self, rid, outcome) -> None:
         pending = self.requests.complete(rid, outcome)  # None: answered already, a late reply is dropped
         if pending is not None and pending.counted:
+            self._quiet()
             self._next_in_line()
 
     def _timed_out(self, rid: int) -> None:

@@ -74,7 +74,7 @@ class ListPublishing:
                                                      lists.get("templates", ()), lists.get("prompts", ()),
                                                      self.capabilities, trust_identity(self.config),
                                                      self.config.pin, self.instructions,
-                                                     untouched=not self._used,
+                                                     untouched=not self._used, keep=self.config.on_demand,
                                                      on_published=self._tell_published if first else None))
         if self._ready:
             tell(self.supervisor, ConnectionCounts(self.config.name, self.generation, *counts))

@@ -93,6 +93,10 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self._pending)
 
+    def busy(self, ignored: tuple = ()) -> bool:
+        """Any request pending but those of the `ignored` methods (a standing listen stream)."""
+        return any(pending.method not in ignored for pending in self._pending.values())
+
     def __contains__(self, request_id) -> bool:
         return usable_id(request_id) and request_id in self._pending
 

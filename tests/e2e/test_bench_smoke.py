@@ -14,7 +14,7 @@ from tests.support import ROOT, peer_bin
 
 pytestmark = pytest.mark.slow  # runs scripts/bench.py end to end (~90 s)
 
-SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory", "cluster")
+SECTIONS = ("latency", "throughput", "cold_start", "meta_tools", "memory", "cluster", "on_demand")
 
 
 def _positive(value, where: str) -> None:
@@ -116,5 +116,12 @@ def test_quick_bench_writes_every_section(tmp_path):
     for n, kib in memory["rss_kib"].items():
         _positive(kib, f"RSS with {n} backends")
     assert isinstance(memory["per_backend_kib"], (int, float))
+
+    on_demand = sections["on_demand"]  # servers on demand: RSS always on vs at rest, the first call
+    for key, value in on_demand["rss_bytes"].items():
+        _positive(value, f"on demand RSS {key}")
+    for backend, fig in on_demand["first_call"].items():
+        for key, value in fig["p50_s"].items():
+            _positive(value, f"on demand {backend} {key}")
 
     assert data["rows"] and all(row["figure"] or row["ratio"] for row in data["rows"])
