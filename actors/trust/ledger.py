@@ -79,16 +79,34 @@ def snapshot(data: Mapping[str, Any], version: int) -> TrustSnapshot:
                                                         for n, d in (p.get(k) or {}).items()
                                                         if isinstance(d, dict) and "digest" in d})
                                       for k in KINDS))
-        if isinstance(entry.get("listing"), dict):
+        listing = _kept_listing(entry.get("listing"))
+        if listing is not None:
             # as the Registry encodes a listing (sorted keys), so an unchanged one is not kept again
-            listings[identity] = orjson.dumps({k: v for k, v in entry["listing"].items() if k != "at"},
-                                              option=orjson.OPT_SORT_KEYS)
+            listings[identity] = orjson.dumps(listing, option=orjson.OPT_SORT_KEYS)
         pending = entry.get("withheld")
         if isinstance(pending, dict) and any(pending.get(k) for k in KINDS):
             withheld[identity] = MappingProxyType({"name": entry.get("name"),
                                                    **{k: pending.get(k) or {} for k in KINDS}})
     return TrustSnapshot(version, MappingProxyType(decisions), MappingProxyType(pins), MappingProxyType(withheld),
                          MappingProxyType(listings))
+
+
+LISTED_KINDS = ("tools", "resources", "templates", "prompts")
+
+
+def _kept_listing(raw: Any) -> dict | None:
+    """A kept listing as the file holds it, if it has the shape troupe wrote (each kind a list of
+    objects, capabilities an object, instructions a string); else None: a file edited by hand or
+    damaged costs that server its kept lists (it is started once to learn them again), never the
+    Supervisor that serves them."""
+    if not isinstance(raw, dict):
+        return None
+    if any(not isinstance(raw.get(k) or [], list) or not all(isinstance(item, dict) for item in raw.get(k) or [])
+           for k in LISTED_KINDS):
+        return None
+    if not isinstance(raw.get("capabilities") or {}, dict) or not isinstance(raw.get("instructions") or "", str):
+        return None
+    return {k: v for k, v in raw.items() if k != "at"}
 
 
 class Ledger:

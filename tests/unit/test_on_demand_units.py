@@ -70,6 +70,21 @@ def test_a_kept_listing_survives_the_file_and_encodes_as_the_registry_does():
     assert kept == orjson.dumps(listing, option=orjson.OPT_SORT_KEYS)  # unchanged: not kept again
 
 
+@pytest.mark.parametrize("damage", [
+    {"tools": "not a list"}, {"tools": ["a string, not a tool"]}, {"prompts": {"p": 1}},
+    {"capabilities": ["tools"]}, {"instructions": {"text": "x"}},
+])
+def test_a_kept_listing_damaged_in_the_file_is_not_served(damage):
+    data: dict = {"servers": {}}
+    good = {"tools": [{"name": "t"}], "resources": [], "templates": [], "prompts": [], "capabilities": {},
+            "instructions": ""}
+    ledger.keep_listing(data, "stdio:good", "good", good)
+    ledger.keep_listing(data, "stdio:bad", "bad", {**good, **damage})
+    data["servers"]["stdio:raw"] = {"name": "raw", "listing": "not an object"}
+    kept = ledger.snapshot(data, 1).listings
+    assert set(kept) == {"stdio:good"}  # the damaged ones are learned again at start; the rest stand
+
+
 def view(state: ServerState, on_demand: bool = True, ref=None) -> ServerView:
     cfg = ServerConfig("a", "stdio", stdio=StdioSpec("x"), start="on_demand" if on_demand else "always")
     return ServerView("a", cfg, state, "", ref, 1, True, (1, 0, 0))
