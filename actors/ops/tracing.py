@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 from loguru import logger
 from opentelemetry.trace import SpanKind
 
-from actors.messages import UpstreamError
 from actors.ops import trace_context
+from actors.ops.span_ends import CANCELLED, TIMED_OUT, answer_facts, finish, outcome_facts
 from actors.ops.spans import SAMPLED, Context, Parent, RecordedSpan, SpanRecorder, parent_in
 from actors.ops.trace_later import Later
 from actors.ops.otlp_encode import Encoder
@@ -53,7 +53,6 @@ from actors.workflows.runner import INTERNAL_ID
 MAX_NAME = 128  # characters of a tool or prompt name kept in a span name or attribute
 MEMO = 1024  # session ids hashed, HTTP upstreams' addresses parsed: each done once, not per call
 PIPE = (("network.transport", "pipe"),)
-CACHE_META = "troupe/cache"  # a cached answer's _meta mark (actors/caching/session_side.py)
 _NO_VERSION = object()  # a request whose _meta names no protocol version: a session's
 
 
@@ -126,7 +125,7 @@ class Tracing:
                             request.trace_parent, request.flags, request.tracestate, attributes,
                             request.trace_start)
         span.events.extend(request.trace_events)
-        _finish(span, facts, end_ns)
+        finish(span, facts, end_ns)
 
     def withdrawn(self, sink, reason: str) -> None:
         """Forwarder's hook: the Session withdrew this request's call; no answer will pass its sink."""
@@ -167,7 +166,7 @@ class Tracing:
         attributes.update(_upstream_network(entry))
         span = RecordedSpan(self.recorder, name, SpanKind.CLIENT, upstream.trace_id, upstream.span_id,
                             upstream.parent, upstream.flags, upstream.tracestate, attributes, upstream.start_ns)
-        _finish(span, facts, end_ns)
+        finish(span, facts, end_ns)
 
     def trace_of(self, sink) -> int | None:
         """The trace id of the traced request answering through `sink`, for its audit line (an
@@ -231,7 +230,7 @@ class RequestTrace:
                 and message.get("id") == self.trace_rid:
             self.trace_open = False
             try:  # what the end says is read now (the message may change once sent); the span is made later
-                self._later.add(self.trace_facts[0].served_span, self, _answer_facts(message), time.time_ns())
+                self._later.add(self.trace_facts[0].served_span, self, answer_facts(message), time.time_ns())
             except Exception:  # a span that cannot end must not cost the request its answer
                 logger.exception("tracing: ending a request's span failed")
         self._inner(message)
@@ -273,7 +272,7 @@ class UpstreamSpan:
             return
         self._open = False
         try:
-            self._tracing.later.add(self._tracing.upstream_span, self, _outcome_facts(outcome), time.time_ns())
+            self._tracing.later.add(self._tracing.upstream_span, self, outcome_facts(outcome), time.time_ns())
         except Exception:
             logger.exception("tracing: ending an upstream span failed")
 
@@ -302,8 +301,8 @@ class StepSpans:
         span = self._open.pop(rid, None)
         if span is None:
             return
-        facts = _answer_facts(answer) if reason is None else TIMED_OUT if "deadline" in reason else CANCELLED
-        self._later.add(_finish, span, facts, time.time_ns())
+        facts = answer_facts(answer) if reason is None else TIMED_OUT if "deadline" in reason else CANCELLED
+        self._later.add(finish, span, facts, time.time_ns())
 
 
 def traced_of(sink) -> RequestTrace | None:
@@ -367,75 +366,3 @@ def _http_network(url: str) -> tuple:
         except ValueError:  # a malformed port in a URL troupe could not connect to anyway
             pass
     return tuple(out.items())
-
-
-# How a span ended, as _answer_facts and _outcome_facts read it on the call path: (outcome, error
-# code, cache age, events) with outcome one of these; _finish writes it on the span later.
-OK, TOOL_ERROR, INPUT_REQUIRED, ERROR = "ok", "tool_error", "input_required", "error"
-CANCELLED = ("cancelled", None, None, ())
-TIMED_OUT = ("timeout", None, None, ())  # a workflow step troupe stopped waiting for at its deadline
-NO_AGE = -1.0  # a cache hit whose age is not a number
-
-
-def _answer_facts(message: Any) -> tuple:
-    """How the JSON-RPC answer `message` ends a span: an error's code, a tool's isError, a round
-    asking for input, a cache hit. Only codes and marks: no message text (it may quote arguments)."""
-    if type(message) is dict and "error" in message:
-        error = message.get("error")
-        return ERROR, error.get("code") if type(error) is dict else None, None, ()
-    result = message.get("result") if type(message) is dict else None
-    if type(result) is not dict:
-        return OK, None, None, ()
-    age = None
-    meta = result.get("_meta")
-    if type(meta) is dict:
-        mark = meta.get(CACHE_META)
-        if type(mark) is dict and mark.get("hit") is True:
-            age = mark.get("age_s")
-            age = float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else NO_AGE
-    return _result_kind(result), None, age, ()
-
-
-def _outcome_facts(outcome: Any) -> tuple:
-    """How an upstream request's outcome ends its CLIENT span: `outcome` is the upstream's result,
-    an UpstreamError, or why troupe stopped waiting (a str)."""
-    if isinstance(outcome, str):
-        return CANCELLED
-    if isinstance(outcome, UpstreamError):
-        lost = (("troupe.upstream.lost", {"troupe.server": outcome.server or ""}, time.time_ns()),) \
-            if outcome.link_lost else ()
-        return ERROR, outcome.code, None, lost
-    return _result_kind(outcome), None, None, ()
-
-
-def _result_kind(result: Any) -> str:
-    if type(result) is dict:
-        if result.get("isError") is True:
-            return TOOL_ERROR
-        if result.get("resultType") == "input_required":  # modern.input_required, inline
-            return INPUT_REQUIRED
-    return OK
-
-
-def _finish(span: RecordedSpan | None, facts: tuple, at_ns: int | None) -> None:
-    """End `span` as `facts` say (ended at `at_ns`, when the call path took the time)."""
-    if span is None:
-        return
-    outcome, code, age, events = facts
-    span.events.extend(events)
-    if age is not None:
-        span.events.append(("troupe.cache.hit", {"troupe.cache.age_s": age} if age != NO_AGE else {},
-                            at_ns or time.time_ns()))
-    if outcome == ERROR:
-        if isinstance(code, int) and not isinstance(code, bool):
-            span.set_attribute("rpc.response.status_code", str(code))
-            span.set_attribute("rpc.jsonrpc.error_code", code)
-            span.set_attribute("error.type", str(code))
-        else:
-            span.set_attribute("error.type", "_OTHER")
-        span.set_error()
-    elif outcome == TOOL_ERROR or outcome == TIMED_OUT[0]:
-        span.set_attribute("error.type", outcome)
-        span.set_error()
-    span.set_attribute("troupe.outcome", outcome)
-    span.end(at_ns)
