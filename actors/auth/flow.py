@@ -6,46 +6,22 @@ from __future__ import annotations
 
 import secrets
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Iterator
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 
 from actors.auth import metadata, registration, url_rules
+from actors.auth.signin import Pending, SignInError
 from actors.auth.tokens import Grant
 from actors.settings.upstream_auth import UpstreamAuth
+
+__all__ = ("Pending", "SignInError", "begin", "exchange", "refresh")  # the keeper's steps, and their types
 
 TOKEN_TIMEOUT = 15.0  # a token or refresh request
 # OAuth errors that mean the grant itself is dead (revoked, expired, client gone): sign in again.
 REJECTED = ("invalid_grant", "invalid_client", "unauthorized_client", "invalid_token", "access_denied")
-
-
-class SignInError(Exception):
-    """A step of a sign-in failed; `rejected` when the authorization server refused the grant
-    (sign in again) rather than being unreachable (try later)."""
-
-    def __init__(self, message: str, rejected: bool = False) -> None:
-        super().__init__(message)
-        self.rejected = rejected
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """One sign-in waiting for the browser: the state it is known by, its PKCE verifier, the URL to
-    open, and the grant (client, endpoints, no token yet) the code is exchanged into."""
-
-    key: str
-    auth_url: str
-    grant: Grant
-    state: str = field(repr=False)
-    verifier: str = field(repr=False)
-    issuer: str = ""  # the authorization server's, as its checked metadata names it
-    iss_required: bool = False  # it promised an `iss` on its authorization response (RFC 9207)
-
-    def iss_refusal(self, iss: str | None) -> str | None:
-        """Why the callback's `iss` refuses its code (RFC 9207), or None."""
-        return url_rules.iss_refusal(iss, self.issuer, self.iss_required) if self.issuer else None
 
 
 class _OAuth(OAuth2Session):

@@ -12,8 +12,9 @@ import gevent
 import pykka
 from loguru import logger
 
-from actors.auth import flow
+from actors import optional_imports
 from actors.auth.access import AuthSnapshot, grant_key, split_key
+from actors.auth.signin import Pending, SignInError
 from actors.auth.messages import CompleteSignIn, SetRedirect, SignedIn, SignInRequired, Unauthorized
 from actors.auth.tokens import Grant, TokenStore, fingerprint
 from actors.published import Publisher
@@ -31,7 +32,7 @@ NO_FRONT = "sign-in needs troupe's HTTP front (serve with --transport http)"
 class _Begun:
     """A sign-in's authorization URL is ready (from a flow greenlet)."""
 
-    pending: flow.Pending
+    pending: Pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ class _Outcome:
     key: str
     kind: str
     grant: Grant | None = None
-    error: flow.SignInError | None = None
+    error: SignInError | None = None
     reply: Any = None
 
 
@@ -75,7 +76,7 @@ class AuthKeeper(pykka.ThreadingActor):
         super().__init__()
         self.store, self.box, self._supervisor = TokenStore(path), box, supervisor
         self.grants: dict[str, Grant] = {}
-        self.pending: dict[str, flow.Pending] = {}  # state → its sign-in
+        self.pending: dict[str, Pending] = {}  # state → its sign-in
         self.flows: dict[str, str] = {}  # server URL → the state of its sign-in in the browser
         self.errors: dict[str, str] = {}  # server URL → why it has no authorization URL
         self.waiting: dict[str, set[str]] = {}  # server URL → names refused with 401, started on a token
@@ -152,29 +153,29 @@ class AuthKeeper(pykka.ThreadingActor):
         # the greenlet gets values, never this actor's dicts
         args = (key, split_key(key)[0], self.challenges.get(key), self.settings.get(key), self.redirect,
                 self.grants.get(key))
-        self._spawn(key, "begin", lambda: _Begun(flow.begin(*args)))
+        self._spawn(key, "begin", lambda: _Begun(_flow().begin(*args)))
 
     def _refresh(self, key: str) -> None:
         grant = self.grants[key]
         self.busy.add(key)
-        self._spawn(key, "refresh", lambda: _Outcome(key, "refresh", flow.refresh(grant)))
+        self._spawn(key, "refresh", lambda: _Outcome(key, "refresh", _flow().refresh(grant)))
 
     def _spawn(self, key: str, kind: str, work: Callable[[], Any], reply=None) -> None:
         def run() -> None:
             try:
                 result = work()
-            except flow.SignInError as exc:
+            except SignInError as exc:
                 result = _Outcome(key, kind, error=exc, reply=reply)
             except Exception as exc:  # a bug in a step must still end the step
                 logger.opt(exception=exc).error("auth: {} failed", kind)
-                result = _Outcome(key, kind, error=flow.SignInError(f"{kind} failed: {type(exc).__name__}"),
+                result = _Outcome(key, kind, error=SignInError(f"{kind} failed: {type(exc).__name__}"),
                                   reply=reply)
             tell(self.actor_ref, result)
         greenlet = gevent.spawn(run)
         self._greenlets.add(greenlet)
         greenlet.link(self._greenlets.discard)
 
-    def _begun(self, pending: flow.Pending) -> None:
+    def _begun(self, pending: Pending) -> None:
         key = pending.key
         self.busy.discard(key)
         self.errors.pop(key, None)
@@ -199,12 +200,13 @@ class AuthKeeper(pykka.ThreadingActor):
         refusal = pending.iss_refusal(msg.iss)
         if refusal is not None:  # a mix-up (RFC 9207): the code is not sent anywhere; a new link instead
             logger.warning("auth: sign-in for {} refused: {}", _shown(pending.key), refusal)
-            fail(msg.reply, flow.SignInError(refusal, rejected=True))
+            fail(msg.reply, SignInError(refusal, rejected=True))
             self._begin(pending.key)
             return
         self.busy.add(pending.key)
-        self._spawn(pending.key, "exchange", lambda: _Outcome(pending.key, "exchange", flow.exchange(pending, msg.code),
-                                                              reply=msg.reply), reply=msg.reply)
+        self._spawn(pending.key, "exchange",
+                    lambda: _Outcome(pending.key, "exchange", _flow().exchange(pending, msg.code), reply=msg.reply),
+                    reply=msg.reply)
 
     def _outcome(self, msg: _Outcome) -> None:
         key = msg.key
@@ -225,7 +227,7 @@ class AuthKeeper(pykka.ThreadingActor):
             if msg.reply is not None:
                 msg.reply.set(key)
             return
-        error = msg.error or flow.SignInError("failed")
+        error = msg.error or SignInError("failed")
         logger.warning("auth: {} for {}: {}", msg.kind, _shown(key), error)
         if msg.reply is not None:
             fail(msg.reply, error)
@@ -299,3 +301,9 @@ def _shown(key: str) -> str:
     """A grant key for a log line: the URL without secrets, and the client if it is one's own."""
     url, client = split_key(key)
     return redact_url(url) if client is None else f"{redact_url(url)} (client {client})"
+
+
+def _flow():
+    """actors/auth/flow.py, the network steps: requests and authlib load on the first sign-in or
+    refresh (in a step's greenlet, off the hub), never on a run no server of which asks for OAuth."""
+    return optional_imports.load("actors.auth.flow")

@@ -48,7 +48,7 @@ from actors.ops.trace_context import TRACED_METHODS
 from actors.ops.trace_export import ExportCounts, start_export
 from actors.protocol import modern
 from actors.redact import redact_url
-from actors.workflows.runner import INTERNAL_ID
+from actors.workflows.model import INTERNAL_ID
 
 MAX_NAME = 128  # characters of a tool or prompt name kept in a span name or attribute
 MEMO = 1024  # session ids hashed, HTTP upstreams' addresses parsed: each done once, not per call

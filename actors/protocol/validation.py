@@ -1,13 +1,15 @@
-"""Tool arguments checked against the tool's full inputSchema (jsonschema, compiled once)."""
+"""Tool arguments checked against the tool's full inputSchema (jsonschema, compiled once).
+
+A plain schema is checked by hand (_Quick), and jsonschema is imported only for one that needs
+more, or for the precise message about arguments that failed: a run whose tools all have plain
+schemas and whose clients send good arguments never loads it (tests/unit/test_import_budget.py)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.validators import validator_for
 from loguru import logger
 
+from actors import optional_imports
 from actors.protocol import validation_text
 
 MAX_REPORTED = 5  # errors listed in one message; the model needs the first few, not all
@@ -26,6 +28,14 @@ ACCEPT_ALL = _AcceptAll()
 # shapes below can be checked without jsonschema.
 _NOTES = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
                     "writeOnly", "$schema", "$id"})
+# What the metaschema asks of each annotation, so a quick schema is a valid one without asking it.
+_NOTE_TYPES = {"description": str, "title": str, "$comment": str, "$id": str, "examples": list,
+               "deprecated": bool, "readOnly": bool, "writeOnly": bool}
+# Dialects whose metaschema takes every quick schema (draft-04 wants `required` non-empty, say).
+_DIALECTS = frozenset(u + end for u in ("http://json-schema.org/draft-06/schema", "http://json-schema.org/draft-07/schema",
+                                        "https://json-schema.org/draft/2019-09/schema",
+                                        "https://json-schema.org/draft/2020-12/schema") for end in ("", "#"))
+_DIALECTS_DEFAULT = "https://json-schema.org/draft/2020-12/schema"  # MCP 2025-11-25's default
 _SHAPES = {"string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
            "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
            "null": lambda v: v is None,
@@ -39,14 +49,17 @@ class _Quick:
     checked by hand; only arguments that fail go to jsonschema, for its precise message. Most tools
     have such schemas, and jsonschema took ~7 µs of every call for them (issue 20's profile)."""
 
-    __slots__ = ("_full", "_types", "_required", "_closed")
+    __slots__ = ("_schema", "_full", "_types", "_required", "_closed")
 
-    def __init__(self, full, types: dict, required: tuple, closed: bool):
-        self._full, self._types, self._required, self._closed = full, types, required, closed
+    def __init__(self, schema: dict, types: dict, required: tuple, closed: bool):
+        self._schema, self._types, self._required, self._closed = schema, types, required, closed
+        self._full = None  # jsonschema's validator, built for the first arguments that fail
 
     def iter_errors(self, instance):
         if self._valid(instance):
             return iter(())
+        if self._full is None:  # a pure function of the schema: two builders build the same one
+            self._full = _full_validator(_jsonschema(), self._schema)
         return self._full.iter_errors(instance)
 
     def _valid(self, instance) -> bool:
@@ -66,28 +79,46 @@ class _Quick:
         return True
 
 
-def _quick(schema: Mapping, full):
-    """A _Quick over `full` when `schema` has only plain shapes, else `full` itself."""
-    if schema.get("type") != "object" or not set(schema) <= _NOTES | {"type", "properties", "required",
-                                                                       "additionalProperties"}:
-        return full
+def _notes_valid(schema: Mapping) -> bool:
+    return all(isinstance(schema[key], kind) for key, kind in _NOTE_TYPES.items() if key in schema)
+
+
+def _quick(schema: dict) -> _Quick | None:
+    """A _Quick when `schema` has only plain shapes, each as the metaschema allows it (so it needs
+    no check_schema either), else None: jsonschema checks and validates it."""
+    if schema.get("type") != "object" or schema.get("$schema", _DIALECTS_DEFAULT) not in _DIALECTS \
+            or not _notes_valid(schema) \
+            or not set(schema) <= _NOTES | {"type", "properties", "required", "additionalProperties"}:
+        return None
     closed = schema.get("additionalProperties", True)
     properties, required = schema.get("properties", {}), schema.get("required", [])
     if not isinstance(closed, bool) or not isinstance(properties, Mapping) or not isinstance(required, list) \
-            or not all(isinstance(r, str) for r in required):
-        return full
+            or not all(isinstance(r, str) for r in required) or len(set(required)) != len(required):
+        return None
     types: dict = {}
     for name, sub in properties.items():
-        if not isinstance(sub, Mapping) or not set(sub) <= _NOTES | {"type"}:
-            return full
+        if not isinstance(sub, Mapping) or not set(sub) <= _NOTES | {"type"} or "$schema" in sub \
+                or not _notes_valid(sub):
+            return None
         kind = sub.get("type")
         if kind is None:
             types[name] = None  # any value
         elif isinstance(kind, str) and kind in _SHAPES:
             types[name] = _SHAPES[kind]
         else:
-            return full
-    return _Quick(full, types, tuple(required), not closed)
+            return None
+    return _Quick(schema, types, tuple(required), not closed)
+
+
+def _jsonschema():
+    """jsonschema, imported off the hub the first time a schema or a failure needs it."""
+    return optional_imports.load("jsonschema")
+
+
+def _full_validator(jsonschema, schema: dict):
+    # MCP 2025-11-25 makes 2020-12 the default dialect; a `$schema` (draft-07…) overrides it.
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=jsonschema.FormatChecker())
 
 
 def compile_validator(tool: str, schema: Any):
@@ -95,15 +126,17 @@ def compile_validator(tool: str, schema: Any):
     if not isinstance(schema, Mapping) or not schema:
         return ACCEPT_ALL
     schema = dict(schema)
-    # MCP 2025-11-25 makes 2020-12 the default dialect; a `$schema` (draft-07…) overrides it.
-    cls = validator_for(schema, default=Draft202012Validator)
+    quick = _quick(schema)
+    if quick is not None:
+        return quick
+    jsonschema = _jsonschema()
     try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as exc:
         logger.warning("tool {}: inputSchema is not a valid JSON Schema ({}); arguments not checked",
                        tool, exc.message[:200])
         return ACCEPT_ALL
-    return _quick(schema, cls(schema, format_checker=FormatChecker()))
+    return _full_validator(jsonschema, schema)
 
 
 def problems(validator, arguments: Any) -> str | None:
@@ -112,7 +145,7 @@ def problems(validator, arguments: Any) -> str | None:
     errors = list(validator.iter_errors(arguments))
     if not errors:
         return None
-    first = best_match(errors)
+    first = _jsonschema().exceptions.best_match(errors)
     ordered = [first] + [e for e in errors if e is not first]
     lines: list[str] = []
     told = 0

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Callable
 
 from actors.settings.files import Located
-from actors.workflows import definitions
 
 
 def parse(data: dict, loc: Located, fail: Callable[[str, str], None], expand: Callable[[str], str],
@@ -18,6 +17,8 @@ def parse(data: dict, loc: Located, fail: Callable[[str, str], None], expand: Ca
     if raw is not None and not isinstance(raw, list):
         fail("workflows", "must be a list of workflow definitions")
         raw = None
+    if raw:  # the engines (Jinja2, jsonschema) load only for a config that defines a workflow
+        from actors.workflows import definitions
     for i, item in enumerate(raw or []):
         workflow = definitions.parse(item, f"workflows[{i}]", loc, fail)
         if workflow is None:

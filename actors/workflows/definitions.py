@@ -3,10 +3,9 @@ Workflow, its templates compiled, every problem named by file, line and key path
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import jsonschema
 import jsonschema.validators
@@ -14,9 +13,11 @@ import orjson
 
 from actors.settings.files import ConfigError, Located, read
 from actors.workflows import templating
+from actors.workflows.model import TOOL_PREFIX, Step, Workflow
 from actors.workflows.templating import TemplateProblem, Text
 
-TOOL_PREFIX = "workflow_"  # a workflow is served as workflow_<name>
+__all__ = ("TOOL_PREFIX", "Step", "Workflow", "parse", "load_file", "dir_files")  # the model, re-exported
+
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,55}$")  # so workflow_<name> stays within the 64 characters clients take
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # usable as steps.<id> in a template
 ON_ERROR = ("stop", "continue")
@@ -26,56 +27,6 @@ _STEP_KEYS = {"id", "tool", "args", "when", "on_error", "parallel"}
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
 Fail = Callable[[str, str], None]  # (key path, message): the caller adds file and line
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step: call `tool` (a qualified name as clients see it) with `args` (a compiled
-    template tree), if `when` renders true; `on_error` stop or continue; `parallel` runs it
-    together with the parallel steps next to it."""
-
-    id: str
-    tool: str
-    args: Any  # templating tree: Literal, Text, Expression, tuples and mappings of them
-    when: Text | None = None
-    on_error: str = "stop"
-    parallel: bool = False
-    line: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Workflow:
-    """A whole definition: served as the tool `workflow_<name>` with `input_schema`; `source` is
-    the file (config or workflows_dir) and `line` where it starts; `written` is the definition
-    as written (JSON bytes), for core_workflow_get."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-    steps: tuple
-    output: Text | None
-    source: str
-    line: int
-    written: bytes
-
-    @property
-    def tool_name(self) -> str:
-        return TOOL_PREFIX + self.name
-
-    def groups(self) -> list[tuple]:
-        """The steps in run order: adjacent `parallel: true` steps form one group, others run alone."""
-        out: list[list] = []
-        for step in self.steps:
-            if step.parallel and out and out[-1][-1].parallel:
-                out[-1].append(step)
-            else:
-                out.append([step])
-        return [tuple(g) for g in out]
-
-    def tool_definition(self) -> dict:
-        """How the workflow is listed, like any tool."""
-        return {"name": self.tool_name, "description": self.description, "inputSchema": dict(self.input_schema),
-                "annotations": {"title": f"workflow {self.name}", "readOnlyHint": False, "openWorldHint": True}}
 
 
 def parse(data: Any, path: str, loc: Located, fail: Fail, default_name: str | None = None) -> Workflow | None:

@@ -7,7 +7,7 @@ from types import MappingProxyType
 import pykka
 from loguru import logger
 
-from actors.workflows.definitions import Workflow
+from actors.workflows.model import Workflow
 from actors.published import Publisher
 from actors.workflows.library import WorkflowSet
 from actors.workflows.messages import ConfigWorkflows, FileRead, FilesRead, WorkflowsChanged

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from actors.workflows.definitions import TOOL_PREFIX, Workflow
+from actors.workflows.model import TOOL_PREFIX, Workflow
 
 
 @dataclass(frozen=True, slots=True)

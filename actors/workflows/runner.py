@@ -15,14 +15,13 @@ from actors.messages import ClientMessage
 from actors.protocol import jsonrpc
 from actors.tells import tell
 from actors.workflows import templating
-from actors.workflows.definitions import Step, Workflow
+from actors.workflows.model import INTERNAL_ID, Step, Workflow
 from actors.workflows.templating import TemplateProblem
 
 # A step's own net: the Session answers each step by its server's deadline; this covers a Session
 # that can no longer answer at all (a start-up wait comes first, then the server's timeout).
 STEP_MARGIN_S = 5.0
 STEP_TEXT_LIMIT = 4096  # characters of a step's text kept in the structured record
-INTERNAL_ID = "troupe-workflow-"  # internal request ids: never a client's
 _internal_ids = itertools.count(1)
 
 

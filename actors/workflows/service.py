@@ -2,6 +2,8 @@
 it, the workflows_dir watcher), so the Runtime gains three lines, not a subsystem."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loguru import logger
 
 from actors.tells import tell
@@ -9,7 +11,9 @@ from actors.workflows.keeper import WorkflowKeeper
 from actors.published import Published
 from actors.workflows.library import WorkflowSet
 from actors.workflows.messages import ConfigWorkflows
-from actors.workflows.watcher import DirWatcher, read_all
+
+if TYPE_CHECKING:
+    from actors.workflows.watcher import DirWatcher
 
 
 class WorkflowService:
@@ -31,8 +35,11 @@ class WorkflowService:
     def start(self, bus) -> None:
         # The watcher's first look comes before the first read: a file changed between the two is
         # read again, never missed.
-        watcher = DirWatcher(self.directory) if self.directory else None
-        files = read_all(self.directory) if self.directory else ()
+        watcher, files = None, ()
+        if self.directory:  # the files' reader (Jinja2, jsonschema) loads only for a workflows_dir
+            from actors.workflows.watcher import DirWatcher, read_all
+            watcher = DirWatcher(self.directory)
+            files = read_all(self.directory)
         writer, self._writer = self._writer, None  # handed over: nothing here can publish afterwards
         if writer is None:
             raise RuntimeError("the workflow service has started already")

@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING
 from actors.catalogue import views
 from actors.downstream.metatools import text_result
 from actors.protocol import jsonrpc
-from actors.workflows.definitions import TOOL_PREFIX
+from actors.workflows.model import TOOL_PREFIX
 from actors.downstream.calls import CallDone, CallNotice
 from actors.tells import tell
-from actors.workflows.runner import Runner, WorkflowCancelled, workflow_deadline
 from actors.workflows.tools import sees_workflow
 from actors.workflows.messages import WorkflowsChanged
 
@@ -33,6 +32,8 @@ class WorkflowRequests:
         self._ctx, self._me, self._mode, self._view, self._fw = ctx, me, mode, view, forwarder
 
     def run(self, rid, entry: Entry, args: dict, params: dict, sink) -> None:
+        # The runner's templates are Jinja2's: loaded with the definition that defined this workflow.
+        from actors.workflows.runner import Runner, WorkflowCancelled, workflow_deadline
         workflow = self._ctx.workflows().workflows.get(entry.original)
         if workflow is None:  # removed between the listing the client read and this call
             sink(jsonrpc.result(rid, text_result(f"workflow {entry.original!r} is no longer defined", is_error=True)))

@@ -13,8 +13,8 @@ import orjson
 from actors.catalogue.snapshot import Catalogue, Entry
 from actors.downstream.metatools import MetaError, _tool
 from actors.settings.files import Located
-from actors.workflows import definitions
-from actors.workflows.definitions import TOOL_PREFIX, Workflow
+from actors import optional_imports
+from actors.workflows.model import TOOL_PREFIX, Workflow
 from actors.workflows.library import WorkflowSet
 
 # The owner a workflow's Entry names: no server can have it (server names start with a letter
@@ -114,6 +114,7 @@ def _validate(args: dict, workflows: WorkflowSet, served: dict, view: Catalogue)
     if isinstance(args.get("definition"), dict):
         data = args["definition"]
         loc = Located(data, {}, "<definition>")
+        definitions = optional_imports.load("actors.workflows.definitions")  # Jinja2 and jsonschema
         workflow = definitions.parse(data, "", loc, lambda p, m: problems.append(f"<definition>: {p or '(top)'}: {m}"))
         checked = [workflow] if workflow is not None else []
     elif args.get("name") is not None:
