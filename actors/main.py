@@ -1,7 +1,7 @@
 """troupe's entry point: patch first, then CLI (serve, status, check, discover), start, signals."""
-from gevent import monkey
+from actors import patching
 
-monkey.patch_all()  # before any other import: pykka's threads must be greenlets
+patching.patch_all()  # before any other import: pykka's threads must be greenlets
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
@@ -68,10 +68,15 @@ def serve(argv: list[str]) -> int:
     if refusal is not None:
         print(f"troupe: {refusal}", file=sys.stderr)
         return 2
+    # The config's stdio servers start now, beside the rest of troupe's own start (the imports
+    # below): supervision/early_start.py says which and why.
+    from actors.supervision import early_start
+    from actors.trust import ledger
+    early = early_start.start(config, ledger.path_for(config))
     # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
     sys.stdout = sys.stderr
     from actors.runtime import Runtime
-    runtime = Runtime(config, discovery=args.discovery)
+    runtime = Runtime(config, discovery=args.discovery, early=early)
     stop = gevent.event.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(sig, stop.set)

@@ -38,6 +38,7 @@ from actors.supervision.directory import Directory
 from actors.supervision.demand import WakeServer
 from actors.supervision.states import ServerState
 from actors.messages import SetUrl
+from actors.supervision.early_start import EarlyStarts
 from actors.supervision.supervisor import Supervisor
 from actors.trust import ledger, report as trust_report
 from actors.trust.keeper import TrustKeeper
@@ -62,8 +63,12 @@ class Runtime:
     """One running troupe: the actors plus blocking helpers for edge code (never actors)."""
 
     def __init__(self, config: Config, *, policy: Policy | None = None, discovery: bool | None = None,
-                 home: str | None = None, project_root: str | None = None):
+                 home: str | None = None, project_root: str | None = None, early: EarlyStarts | None = None):
         self.config = config
+        # The config's stdio servers launched before this module was imported (main.py): each
+        # goes to its transport; what none takes is stopped once the start settles.
+        self._early = early
+        self._early_watch: gevent.Greenlet | None = None
         self.policy = policy or Policy()
         # The published snapshots: readers get the read side; each Publisher waits in _writers
         # until start() hands it to its one owner actor, and nothing here keeps it after that.
@@ -86,9 +91,7 @@ class Runtime:
         # The config file troupe runs from, for the running record and the hints that name it
         # (actors/trust/running.py): absolute, since `troupe approve` may run from anywhere.
         self.config_file = config_mod.file_of(config)
-        home_dir = home or config.discovery.get("home")
-        self.approvals_path = config.approvals_file or ledger.default_path(
-            os.path.expanduser(home_dir) if home_dir else None)
+        self.approvals_path = ledger.path_for(config, home)
         # Seals the requestState of input rounds (MRTR); its key sits beside the approvals file.
         self.tokens_path = auth_tokens.default_path(self.approvals_path)  # oauth-tokens.json beside it
         # The --config approval hints name: only when that config says where the approvals live
@@ -131,7 +134,8 @@ class Runtime:
                                         approve_config=self.approve_config)
         # Tokens load before any connection starts: a server signed in before is reached with them.
         self.auth_keeper = AuthKeeper.start(self.tokens_path, writers["auth"], lambda: self.supervisor)
-        transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper))
+        transports = functools.partial(make_transport, auth=UpstreamAuthAccess(self.auth, self.auth_keeper),
+                                       early=self._early)
         self.registry = Registry.start(writers["catalogue"], self.bus, self.config.serve.separator,
                                        trust_box=self.trust, keeper=self.keeper, reserved=coretools.RESERVED_NAMES,
                                        profiles=tuple(self.config.profiles.values()),
@@ -153,7 +157,15 @@ class Runtime:
         if self._discovery_enabled():
             self._start_discovery()
         self.workflows.start(self.bus)
+        if self._early:
+            self._early_watch = gevent.spawn(self._discard_early_when_settled)
         return self
+
+    def _discard_early_when_settled(self) -> None:
+        early = self._early
+        self.settled.wait()  # every server has opened its transport by then (or stop() came first)
+        if early is not None:
+            early.discard_rest()
 
     def _discovery_enabled(self) -> bool:
         if self._discovery_wanted is not None:
@@ -209,6 +221,10 @@ class Runtime:
         if self.cluster is not None:  # first: the others stop routing here and may take its servers
             self.cluster.stop()
         self.workflows.stop()
+        if self._early_watch is not None:
+            self._early_watch.kill(block=False)
+        if self._early is not None:
+            self._early.discard_rest()
         for ref in (self.history, self.discovery, self.tasks,
                     self.supervisor, self.cache, self.auth_keeper, self.registry,
                     self.keeper, self.bus.ref if self.bus else None):

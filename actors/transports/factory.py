@@ -10,15 +10,17 @@ from actors.transports.base import OnClosed, OnMessage, Transport
 
 
 def make_transport(config: ServerConfig, on_message: OnMessage, on_closed: OnClosed, *,
-                   connect_timeout: float | None = None, log=logger, auth=None) -> Transport:
+                   connect_timeout: float | None = None, log=logger, auth=None, early=None) -> Transport:
     """The transport the config asks for, not yet opened. connect_timeout bounds an HTTP connect
     (None: the transport's default); the stdio transport has no connect step. `auth` (an
-    actors.auth.access.UpstreamAuthAccess) gives HTTP servers OAuth."""
+    actors.auth.access.UpstreamAuthAccess) gives HTTP servers OAuth; `early` (an
+    actors.supervision.early_start.EarlyStarts) holds stdio processes launched at start."""
     if config.transport == "stdio":
         from actors.transports.stdio import StdioTransport
         assert config.stdio is not None  # config.py gives every stdio server its StdioSpec
         return StdioTransport(config.name, config.stdio, on_message, on_closed, log=log,
-                              max_message_bytes=config.max_message_bytes, write_timeout=config.timeout)
+                              max_message_bytes=config.max_message_bytes, write_timeout=config.timeout,
+                              process=early.take(config.name, config.stdio) if early is not None else None)
     assert config.http is not None  # config.py gives every HTTP server its HttpSpec
     headers = dict(config.http.headers)  # a copy: a transport may add to its own
     extra: dict = {} if connect_timeout is None else {"connect_timeout": connect_timeout}

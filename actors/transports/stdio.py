@@ -41,6 +41,29 @@ def child_env(extra: dict | Any) -> dict:
     return env
 
 
+def spawn(spec: StdioSpec) -> subprocess.Popen:
+    """The server's process, in a session (process group) of its own, with pipes on all three
+    streams and only the environment child_env gives it. The one way troupe launches a stdio
+    server: the transport's open() and the early start at launch (supervision/early_start.py)."""
+    try:
+        return subprocess.Popen([spec.command, *spec.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=child_env(spec.env), cwd=spec.work_dir,
+                                start_new_session=True, bufsize=-1)
+    except (OSError, ValueError) as exc:
+        raise TransportError(f"cannot start {spec.command!r}: {exc}") from None
+
+
+def discard(proc: subprocess.Popen) -> None:
+    """Stop a spawned process no transport took (its group, as close() would), and reap it."""
+    for stream in (proc.stdout, proc.stderr):
+        try:
+            if stream:
+                stream.close()
+        except OSError:
+            pass
+    _stop_process_group(proc)
+
+
 class StdioTransport:
     """Spawns the server, reads its stdout line by line, drains its stderr, kills the group.
 
@@ -53,8 +76,9 @@ class StdioTransport:
 
     def __init__(self, name: str, spec: StdioSpec, on_message: OnMessage, on_closed: OnClosed,
                  *, log=logger, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 write_timeout: float = DEFAULT_WRITE_STALL):
+                 write_timeout: float = DEFAULT_WRITE_STALL, process: subprocess.Popen | None = None):
         self.name, self.spec = name, spec
+        self._early = process  # spawned at launch already (supervision/early_start.py): open() takes it
         self._on_message, self._on_closed = on_message, on_closed
         self._log = log.bind(server=name)
         self._max = max_message_bytes
@@ -76,13 +100,8 @@ class StdioTransport:
     # -- lifecycle
 
     def open(self) -> None:
-        try:
-            self._proc = subprocess.Popen(
-                [self.spec.command, *self.spec.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=child_env(self.spec.env), cwd=self.spec.work_dir,
-                start_new_session=True, bufsize=-1)
-        except (OSError, ValueError) as exc:
-            raise TransportError(f"cannot start {self.spec.command!r}: {exc}") from None
+        early, self._early = self._early, None
+        self._proc = early if early is not None else spawn(self.spec)
         assert self._proc.stdin is not None and self._proc.stdout is not None  # both PIPE
         os.set_blocking(self._proc.stdout.fileno(), False)
         self._writer = PipeWriter(self._proc.stdin.fileno(), self._stdin_broken, stall_timeout=self._write_timeout)

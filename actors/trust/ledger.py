@@ -41,6 +41,13 @@ def default_path(home: str | None = None) -> str:
     return str(Path(base) / FILE_NAME)
 
 
+def path_for(config, home: str | None = None) -> str:
+    """The approvals file a troupe on `config` keeps: trust.approvals_file, else the default one
+    (under discovery.home's, or `home`'s, config directory when either is given)."""
+    home_dir = home or config.discovery.get("home")
+    return config.approvals_file or default_path(os.path.expanduser(home_dir) if home_dir else None)
+
+
 @dataclass(frozen=True, slots=True)
 class Pinned:
     """The definitions pinned for one server identity: kind → name → (digest, definition)."""
