@@ -18,8 +18,6 @@ from actors.ops import acts as ops_acts, wiring as ops
 from actors.tasks import wiring as task_wiring
 from actors.events.bus import BusClient, EventBus
 from actors.catalogue.snapshot import Catalogue
-from actors.cluster.member import ClusterMember
-from actors.cluster.shared import SharedState
 from actors.settings import config as config_mod
 from actors.settings.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from actors.settings.model import START_ON_DEMAND
@@ -101,9 +99,13 @@ class Runtime:
                                                    != ledger.default_path()) else None
         self.sealer = request_state.load_sealer(config.serve.state_key, os.path.dirname(self.approvals_path))
         # In a cluster, the link to Redis and the instance's heartbeat (started once the URL is known).
-        self.cluster = ClusterMember(config.cluster) if config.cluster is not None else None
-        # In a cluster, approvals, registrations, the requestState key and events are shared in Redis.
-        self.shared = SharedState(config.cluster) if config.cluster is not None else None
+        self.cluster = self.shared = None
+        if config.cluster is not None:  # the cluster's modules load only for a config with `cluster:`
+            from actors.cluster.member import ClusterMember
+            from actors.cluster.shared import SharedState
+            self.cluster = ClusterMember(config.cluster)
+            # approvals, registrations, the requestState key and events are shared in Redis
+            self.shared = SharedState(config.cluster)
         if self.shared is not None and not config.serve.state_key:
             self.sealer = request_state.StateSealer(self.shared.state_key)
         self._stopped = False

@@ -24,7 +24,8 @@ from loguru import logger
 
 from actors.serve.head_gate import HeadGate
 from actors.serve.lean_request import MAX_HEAD_BYTES, Request, RequestParser
-from actors.serve.listener import SOCKET_KEY, _linger, _never_full, _refuse
+from actors.serve.listener import _linger, _never_full, _refuse
+from actors.serve.stream_buffer import SOCKET_KEY
 
 RECV_BYTES = 64 * 1024
 DRAIN_LIMIT = 64 * 1024  # an unread body up to this is read and dropped to keep the connection

@@ -11,9 +11,9 @@ from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
 from actors.serve.head_gate import HeadGate
+from actors.serve.stream_buffer import SOCKET_KEY
 from actors.settings.config import DEFAULT_HEADER_TIMEOUT_S
 
-SOCKET_KEY = "troupe.socket"  # environ key: the connection's socket, for streams that watch for a hang-up
 REFUSE_LINGER_S = 1.0  # a refused connection is closed after its 503 at most this late
 REFUSED_RETRY_AFTER_S = 1
 _REFUSED_TEXT = b"troupe: too many open connections; retry later"

@@ -25,7 +25,7 @@ from actors.protocol.mcp import MODERN_VERSIONS
 from actors.protocol.modern import HEADER_MISMATCH
 from actors.ratelimit.refusal import TOO_MANY, is_refusal, retry_after_header
 from actors.serve import modern_headers, sse_framing as sse
-from actors.serve.listener import SOCKET_KEY
+from actors.serve.stream_buffer import SOCKET_KEY
 from actors.serve.security import CLIENT_KEY
 from actors.serve.modern_call import HUNG_UP, SUBSCRIPTION_META, ModernCall, outward, overflowed
 from actors.serve.stream_buffer import EMPTY, StreamStats

@@ -19,7 +19,10 @@ from typing import Any, Callable
 import gevent
 import gevent.event
 
-from actors.serve.listener import SOCKET_KEY
+
+# The WSGI environ key of a connection's socket, for streams that watch for a hang-up. Here, not in
+# listener.py (gevent's pywsgi): the stdio front uses this module and loads no HTTP server.
+SOCKET_KEY = "troupe.socket"
 
 NOTICE_SHARE = 0.75  # droppable notifications may fill this share of the limit; the rest is for answers
 DROPPABLE = {"notifications/progress": "progress", "notifications/message": "log"}  # method → kind counted

@@ -1,7 +1,6 @@
 """Digests of tool and prompt definitions, and a readable diff between two definitions."""
 from __future__ import annotations
 
-import difflib
 import hashlib
 from typing import Any, Mapping
 
@@ -30,6 +29,7 @@ def diff(kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]) 
         if d is None:
             return []
         return orjson.dumps(essence(kind, d), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2).decode().splitlines()
+    import difflib  # only when a pinned definition changed
     out = list(difflib.unified_diff(lines(before), lines(after), "approved", "now listed", lineterm="", n=2))
     if len(out) > MAX_DIFF_LINES:
         out = out[:MAX_DIFF_LINES] + [f"… {len(out) - MAX_DIFF_LINES} more lines"]
