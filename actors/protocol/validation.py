@@ -97,17 +97,48 @@ def _quick(schema: dict) -> _Quick | None:
         return None
     types: dict = {}
     for name, sub in properties.items():
-        if not isinstance(sub, Mapping) or not set(sub) <= _NOTES | {"type"} or "$schema" in sub \
-                or not _notes_valid(sub):
+        if not isinstance(sub, Mapping) or "$schema" in sub or not _notes_valid(sub):
             return None
-        kind = sub.get("type")
-        if kind is None:
-            types[name] = None  # any value
-        elif isinstance(kind, str) and kind in _SHAPES:
-            types[name] = _SHAPES[kind]
-        else:
+        check = _property_check(sub)
+        if check is False:
             return None
+        types[name] = check
     return _Quick(schema, types, tuple(required), not closed)
+
+
+_BOUNDS = {"minimum": ("integer", "number"), "maximum": ("integer", "number"),
+           "minLength": ("string",), "maxLength": ("string",)}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _property_check(sub: Mapping):
+    """One property's check by hand: None (any value), a predicate, or False when the property
+    needs jsonschema (a keyword the quick check does not know, or one used as no dialect allows)."""
+    kind = sub.get("type")
+    bounds = {k: sub[k] for k in _BOUNDS if k in sub}
+    if not set(sub) <= _NOTES | {"type"} | set(bounds):
+        return False
+    if kind is None:
+        return None if not bounds else False  # any value
+    if not isinstance(kind, str) or kind not in _SHAPES:
+        return False
+    shape = _SHAPES[kind]
+    if not bounds:
+        return shape
+    if any(kind not in _BOUNDS[k] for k in bounds):
+        return False
+    if kind == "string":  # lengths: whole numbers >= 0 (jsonschema counts code points, as len does)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in bounds.values()):
+            return False
+        low, high = bounds.get("minLength", 0), bounds.get("maxLength")
+        return lambda v: isinstance(v, str) and len(v) >= low and (high is None or len(v) <= high)
+    if not all(_number(v) for v in bounds.values()):
+        return False
+    low, high = bounds.get("minimum"), bounds.get("maximum")
+    return lambda v: shape(v) and (low is None or v >= low) and (high is None or v <= high)
 
 
 def _jsonschema():

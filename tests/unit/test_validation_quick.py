@@ -17,19 +17,32 @@ PLAIN = [
                                       "any": {"title": "anything"}},
      "required": ["n"], "additionalProperties": False, "title": "t", "$schema": "http://json-schema.org/draft-07/schema#"},
     {"type": "object", "additionalProperties": False},
+    # bounds the quick check knows (the bundled workspace server's schemas use them)
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 5},
+                                      "s": {"type": "string", "minLength": 1, "maxLength": 3},
+                                      "x": {"type": "number", "minimum": 0.5}}},
 ]
 NOT_PLAIN = [
-    {"type": "object", "properties": {"s": {"type": "string", "minLength": 2}}},
+    {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}},
     {"type": "object", "properties": {"s": {"type": ["string", "null"]}}},
     {"type": "object", "properties": {"s": {"enum": ["a"]}}},
     {"type": "object", "additionalProperties": {"type": "string"}},
     {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}},
     {"properties": {"s": {"type": "string"}}},
+    {"type": "object", "properties": {"n": {"type": "integer", "minLength": 1}}},
+    {"type": "object", "properties": {"s": {"type": "string", "minLength": -1}}},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": True}}},
+    {"type": "object", "properties": {"n": {"minimum": 1}}},
+    # not valid JSON Schema: jsonschema says so (and the arguments go unchecked, as before)
+    {"type": "object", "required": ["a", "a"]},
+    {"type": "object", "description": 3},
+    {"type": "object", "$schema": "http://json-schema.org/draft-04/schema#", "required": []},
 ]
 INSTANCES = [{}, {"text": "hi"}, {"text": 3}, {"n": 1}, {"n": 1.0}, {"n": True}, {"n": 1, "x": 2.5},
              {"n": 1, "x": "2"}, {"n": 1, "b": 0}, {"n": 1, "b": False}, {"n": 1, "a": []}, {"n": 1, "a": {}},
              {"n": 1, "o": {}}, {"n": 1, "z": None}, {"n": 1, "z": 0}, {"n": 1, "any": [1]}, {"n": 1, "extra": 1},
-             {"s": "a"}, {"s": None}, {"d": "2020-01-01"}, [], "text", None]
+             {"s": "a"}, {"s": None}, {"d": "2020-01-01"}, [], "text", None,
+             {"n": 0}, {"n": 6}, {"n": 3}, {"s": ""}, {"s": "abcd"}, {"s": "ab"}, {"x": 0.4}, {"x": 0.5}, {"x": 1}]
 
 
 def test_plain_schemas_are_checked_by_hand_and_agree_with_jsonschema():
