@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +14,8 @@ from _bench_rpc import LOGS, PYTHON, ROOT, HttpRpc, Proc, StdioRpc, free_port, w
 
 PEERS = Path(os.environ.get("TROUPE_PEERS_DIR", ROOT / ".peers"))
 EVERYTHING = PEERS / "node_modules" / ".bin" / "mcp-server-everything"
+# mcp-proxy (a peer stdio→HTTP bridge) lives in a venv of its own: 0.13 needs mcp<2 (.ci/run installs it).
+MCP_PROXY = PEERS / "mcp-proxy-venv" / "bin" / "mcp-proxy"
 STARTUP_WAIT = 120.0  # troupe's first tools/list waits this long at most for its backends to connect
 BENCH_RATE = {"per_minute": 10_000_000, "burst": 1_000_000}  # TROUPE_BENCH_RATE=1: a limit never reached
 
@@ -39,6 +43,19 @@ def everything_stdio() -> Backend:
 
 def have_everything() -> bool:
     return EVERYTHING.exists()
+
+
+def compile_sources() -> tuple[float, bool]:
+    """Bytecode for troupe and the test servers, as an installed package has (pip compiles on install).
+
+    With PYTHONDONTWRITEBYTECODE=1 a process started from the source tree would otherwise compile
+    its ~270 modules on every start (~0.3 s), a cost no installed troupe pays. py_compile writes the
+    .pyc files whatever that variable says, and every later import reads them. (seconds taken, ok)
+    """
+    t0 = time.perf_counter()
+    done = subprocess.run([PYTHON, "-m", "compileall", "-q", "actors", "tests/servers"], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0, done.returncode == 0
 
 
 # ---------------------------------------------------------------- troupe
@@ -124,6 +141,24 @@ def fastmcp_http(label: str, servers: dict, timeout: float = 60.0) -> tuple[Proc
         proc.stop()
         raise
     return proc, url
+
+
+# ---------------------------------------------------------------- mcp-proxy
+
+def have_mcp_proxy() -> bool:
+    return MCP_PROXY.exists()
+
+
+def mcp_proxy_http(label: str, backend: Backend) -> tuple[Proc, str]:
+    """mcp-proxy in front of one stdio backend, Streamable HTTP at /mcp; returned at once (not waited for).
+
+    It spawns the backend as its own child (same process group: Proc.stop ends both) and opens its
+    port only once that backend has answered initialize.
+    """
+    port = free_port()
+    cmd = [str(MCP_PROXY), "--host", "127.0.0.1", "--port", str(port), "--pass-environment", "--cwd", str(ROOT),
+           "--log-level", "WARNING", "--", *backend.cmd]
+    return Proc(cmd, label=f"mcp-proxy-{label}", pipes=False), f"http://127.0.0.1:{port}/mcp"
 
 
 # ---------------------------------------------------------------- server-everything over HTTP

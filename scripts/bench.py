@@ -12,9 +12,15 @@ Sections (all in one run, every ratio against a baseline measured in the same ru
      bottleneck (their own ceiling). troupe's CPU time per call in each era.
      Modern vs legacy (issue 15): p50 added and CPU per call <= 1.0×, calls/s >= 1.0×, no noise margin.
   3  cold start: launch until every tool of N stdio backends is callable (N = 1, 10, 50), troupe and
-     the FastMCP proxy, plus the floor of launching N backends in parallel with no aggregator.
+     the FastMCP proxy, plus the floor of launching N backends in parallel with no aggregator, and
+     mcp-proxy's first tools/list in front of one. Issue 31's goals (PASS/MISS), on troupe's first
+     tools/list: N=1 <= 1.3× the spawn floor + 0.25 s; troupe's own share (listed minus floor) at N=50
+     <= 1.3× its share at N=1.
   4  filter_tools and list_tools latency through troupe (meta mode) over a 10,000-tool catalogue.
-  5  troupe's own RSS with 1 and 50 connected backends, and the growth per backend.
+  5  troupe's own RSS with 1 and 50 connected backends, and the growth per backend, beside mcp-proxy's
+     own RSS in front of one. Issue 31's goals: troupe at 50 <= 40 MiB and <= 0.75× mcp-proxy at 1;
+     growth < 100 KiB per backend. Before sections 3 and 5, `python -m compileall -q actors tests/servers`
+     runs once, so every start reads bytecode as an installed troupe does.
   6  cluster: the hop to a server's owner, and three instances behind HAProxy against one.
   7  the hot path (issue 20): one tools/call through troupe's stdio and HTTP fronts against a bare Python
      relay (bytes only, and parsing JSON), a direct stdio call, a direct HTTP server (tests/servers/bench_http)
@@ -130,7 +136,7 @@ def _terminate(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    p = argparse.ArgumentParser(description=str(__doc__).splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny counts, seconds per section")
     p.add_argument("--out", default="bench-results.json", help="JSON file for every figure")

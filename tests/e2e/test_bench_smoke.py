@@ -34,6 +34,13 @@ def _modern_measured(paths: dict, era: dict, where: str, names: tuple, ratios: t
     assert era["target"] == 1.0, era
 
 
+def _goals_judged(goals: dict, where: str) -> None:
+    """Every goal of the section came out as a verdict (PASS or MISS; not judged here: a quick run is noise)."""
+    assert goals, where
+    for name, goal in goals.items():
+        assert isinstance(goal["met"], bool), f"{where} goal {name}: {goal}"
+
+
 def _bench_children(logs_dir: str) -> list[str]:
     """Processes still running whose command line points into this run's log directory."""
     left = []
@@ -106,6 +113,10 @@ def test_quick_bench_writes_every_section(tmp_path):
         if "callable_s" in fig:
             _positive(fig["callable_s"], f"cold start FastMCP N={n}")
 
+    _goals_judged(cold["goals"], "cold start")
+    peer = cold["mcp_proxy"]  # the peer figure, or a plain word that it is not installed
+    assert "missing" in peer or all(peer["1"][key] > 0 for key in ("initialize_s", "listed_s", "callable_s")), peer
+
     meta = sections["meta_tools"]
     assert meta["catalogue"] >= 200
     _positive(meta["first_filter_s"], "first filter_tools")
@@ -116,6 +127,11 @@ def test_quick_bench_writes_every_section(tmp_path):
     for n, kib in memory["rss_kib"].items():
         _positive(kib, f"RSS with {n} backends")
     assert isinstance(memory["per_backend_kib"], (int, float))
+    _goals_judged(memory["goals"], "memory")
+    if memory["mcp_proxy_rss_kib"] is None:  # no baseline: the goal that needs it is never passed
+        assert memory["goals"]["vs_mcp_proxy"]["met"] is False, memory["goals"]
+    else:
+        _positive(memory["mcp_proxy_rss_kib"], "mcp-proxy RSS")
 
     on_demand = sections["on_demand"]  # servers on demand: RSS always on vs at rest, the first call
     for key, value in on_demand["rss_bytes"].items():
