@@ -75,8 +75,12 @@ def serve(argv: list[str]) -> int:
     early = early_start.start(config, ledger.path_for(config))
     # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
     sys.stdout = sys.stderr
-    from actors.runtime import Runtime
-    runtime = Runtime(config, discovery=args.discovery, early=early)
+    try:
+        from actors.runtime import Runtime
+        runtime = Runtime(config, discovery=args.discovery, early=early)
+    except BaseException:  # nothing is left running: the early processes live in sessions of their own
+        early.discard_rest(wait=5.0)
+        raise
     stop = gevent.event.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(sig, stop.set)

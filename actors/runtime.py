@@ -225,8 +225,8 @@ class Runtime:
         self.workflows.stop()
         if self._early_watch is not None:
             self._early_watch.kill(block=False)
-        if self._early is not None:
-            self._early.discard_rest()
+        if self._early is not None:  # normally all taken by now; a leftover must not outlive troupe
+            self._early.discard_rest(wait=min(2.5, max(0.1, deadline - time.monotonic())))
         for ref in (self.history, self.discovery, self.tasks,
                     self.supervisor, self.cache, self.auth_keeper, self.registry,
                     self.keeper, self.bus.ref if self.bus else None):

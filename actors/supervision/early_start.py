@@ -49,17 +49,19 @@ class EarlyStarts:
         self._discard(name, proc)
         return None
 
-    def discard_rest(self) -> None:
-        """Stop every process no transport took (each in its own greenlet: a stop takes seconds)."""
+    def discard_rest(self, wait: float = 0.0) -> None:
+        """Stop every process no transport took, each in its own greenlet (a stop takes seconds);
+        `wait`: block this long at most for them, when troupe is about to exit."""
         procs, self._procs = self._procs, {}
-        for name, (_, proc) in procs.items():
-            self._discard(name, proc)
+        stops = [self._discard(name, proc) for name, (_, proc) in procs.items()]
+        if wait and stops:
+            gevent.joinall(stops, timeout=wait)
 
     @staticmethod
-    def _discard(name: str, proc: subprocess.Popen) -> None:
+    def _discard(name: str, proc: subprocess.Popen) -> gevent.Greenlet:
         from actors.transports import stdio
         logger.debug("{}: started early but not used; stopping it", name)
-        gevent.spawn(stdio.discard, proc)
+        return gevent.spawn(stdio.discard, proc)
 
 
 def eligible(server: ServerConfig) -> bool:
