@@ -1,7 +1,7 @@
 """optional_imports: a feature's heavy module, imported when the feature is first used, off the hub.
 
 A default stdio run must not pay for what it does not use (OAuth's requests and authlib, the
-cluster's redis, Prometheus, Jinja2, jsonschema: tests/unit/test_import_budget.py holds the
+cluster's redis, Prometheus, Jinja2, jsonschema: tests/e2e/test_import_budget.py holds the
 list). So their modules are imported where the feature begins, not at the top of the module that
 may one day need them. On the hub such an import is CPU work that holds every greenlet: authlib
 with requests and cryptography takes ~300 ms here (DESIGN.md allows ~50). `load` runs the first

@@ -2,7 +2,7 @@
 
 A plain schema is checked by hand (_Quick), and jsonschema is imported only for one that needs
 more, or for the precise message about arguments that failed: a run whose tools all have plain
-schemas and whose clients send good arguments never loads it (tests/unit/test_import_budget.py)."""
+schemas and whose clients send good arguments never loads it (tests/e2e/test_import_budget.py)."""
 from __future__ import annotations
 
 from typing import Any, Mapping

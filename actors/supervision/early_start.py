@@ -74,7 +74,7 @@ def start(config: Config, approvals_path: str) -> EarlyStarts:
     """Launch the config's eligible stdio servers now (see the module's docstring)."""
     if config.cluster is not None:
         return EarlyStarts({})
-    candidates = [s for s in config.servers if eligible(s)][:EARLY_MAX]
+    candidates = [s for s in config.servers if eligible(s)]
     if not candidates:
         return EarlyStarts({})
     decisions = _decisions(approvals_path)
@@ -86,6 +86,8 @@ def start(config: Config, approvals_path: str) -> EarlyStarts:
     procs: dict[str, tuple[StdioSpec, subprocess.Popen]] = {}
     for server in candidates:
         assert server.stdio is not None  # eligible() checked
+        if len(procs) == EARLY_MAX:
+            break
         if verdict(server, decisions) != ALLOWED:
             continue
         try:
@@ -99,11 +101,6 @@ def _decisions(path: str) -> dict | None:
     """identity → approved | denied, as the approvals file holds them now; None if unreadable."""
     from actors.trust import ledger
     try:
-        data = ledger.Ledger(path).read()
+        return ledger.decisions_of(ledger.Ledger(path).read())  # read() checked its shape
     except ledger.LedgerError:
         return None
-    servers = data.get("servers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        return {}
-    return {identity: entry["decision"] for identity, entry in servers.items()
-            if isinstance(entry, dict) and entry.get("decision") in (ledger.APPROVED, ledger.DENIED)}

@@ -55,13 +55,17 @@ def spawn(spec: StdioSpec) -> subprocess.Popen:
 
 def discard(proc: subprocess.Popen) -> None:
     """Stop a spawned process no transport took (its group, as close() would), and reap it."""
+    _stop_process_group(proc)
+    _close_output(proc)
+
+
+def _close_output(proc: subprocess.Popen) -> None:
     for stream in (proc.stdout, proc.stderr):
         try:
             if stream:
                 stream.close()
         except OSError:
             pass
-    _stop_process_group(proc)
 
 
 class StdioTransport:
@@ -151,12 +155,7 @@ class StdioTransport:
             if g is not gevent.getcurrent():
                 g.kill(block=True, timeout=READER_STOP_WAIT)
         if proc is not None:
-            for stream in (proc.stdout, proc.stderr):
-                try:
-                    if stream:
-                        stream.close()
-                except OSError:
-                    pass
+            _close_output(proc)
         self._report_closed("closed by troupe")
 
     # -- writer (PipeWriter reports a broken or hung stdin here, in its drain greenlet)

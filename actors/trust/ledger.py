@@ -73,13 +73,17 @@ class TrustSnapshot:
     listings: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))
 
 
+def decisions_of(data: Mapping[str, Any]) -> dict[str, str]:
+    """identity → approved | denied: the operator's decisions the file holds."""
+    return {identity: entry["decision"] for identity, entry in (data.get("servers") or {}).items()
+            if isinstance(entry, dict) and entry.get("decision") in (APPROVED, DENIED)}
+
+
 def snapshot(data: Mapping[str, Any], version: int) -> TrustSnapshot:
-    decisions, pins, withheld, listings = {}, {}, {}, {}
+    decisions, pins, withheld, listings = decisions_of(data), {}, {}, {}
     for identity, entry in (data.get("servers") or {}).items():
         if not isinstance(entry, dict):
             continue
-        if entry.get("decision") in (APPROVED, DENIED):
-            decisions[identity] = entry["decision"]
         if isinstance(entry.get("pinned"), dict):
             p = entry["pinned"]
             pins[identity] = Pinned(*(MappingProxyType({n: (d["digest"], d.get("definition"))
