@@ -1,7 +1,8 @@
 """troupe's entry point: patch first, then CLI (serve, status, check, discover), start, signals."""
-from actors import patching
+from actors import loguru_without_asyncio, patching
 
 patching.patch_all()  # before any other import: pykka's threads must be greenlets
+loguru_without_asyncio.install()  # before loguru's first import
 
 import argparse  # noqa: E402
 import gc  # noqa: E402

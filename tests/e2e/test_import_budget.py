@@ -14,7 +14,11 @@ from tests.support import ROOT
 NOT_IMPORTED = ("jinja2", "authlib", "joserfc", "cryptography", "requests", "urllib3", "redis", "prometheus_client",
                 "jsonschema", "actors.serve.http", "actors.serve.listener", "gevent.pywsgi", "actors.cluster.member",
                 "actors.cluster.shared", "actors.auth.flow", "actors.workflows.definitions",
-                "actors.workflows.templating", "actors.workflows.runner", "actors.workflows.watcher")
+                "actors.workflows.templating", "actors.workflows.runner", "actors.workflows.watcher",
+                # ssl (OpenSSL: ~4 MiB) until an HTTP server, redis or the OTLP exporter needs it; asyncio
+                # (which loads ssl) at all: loguru's use of it stands in (actors/loguru_without_asyncio.py);
+                # importlib.metadata: gevent's plugins are read from their files (actors/patching.py).
+                "ssl", "_ssl", "asyncio", "importlib.metadata", "email")
 
 # troupe as `python -m actors.main` would run, writing the names of its modules at exit.
 RUNNER = ("import atexit, runpy, sys\n"
