@@ -1,8 +1,9 @@
 """troupe's entry point: patch first, then CLI (serve, status, check, discover), start, signals."""
-from actors import loguru_without_asyncio, patching
+from actors import dataclass_code_cache, loguru_without_asyncio, patching
 
 patching.patch_all()  # before any other import: pykka's threads must be greenlets
 loguru_without_asyncio.install()  # before loguru's first import
+dataclass_code_cache.install()  # before the first @dataclass
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
@@ -107,6 +108,7 @@ def serve(argv: list[str]) -> int:
     # it took 120-180 ms on a loaded 2-core machine, with every client's call waiting (DESIGN.md:
     # no more than ~50 ms on the hub). Objects frozen are still freed when their count drops.
     gc.freeze()
+    gevent.spawn(dataclass_code_cache.settle)  # after the first answers: a fresh table costs a write
     try:
         stop.wait()
     finally:

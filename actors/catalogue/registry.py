@@ -98,6 +98,7 @@ class Registry(pykka.ThreadingActor):
         self._waiting: dict[str, list] = {}  # server → on_published of held listings a later one replaced
         self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
         self._kept: dict[str, bytes] = {}  # identity → the on-demand listing last told to the keeper
+        self._entries: dict = {}  # the last build's entries, for the next to reuse (catalogue.build)
 
     def on_receive(self, message):
         match message:
@@ -262,8 +263,10 @@ class Registry(pykka.ThreadingActor):
         # Readers keep the previous snapshot while the next is built: none sees it half-built.
         # The lists are this actor's own, and its mailbox waits while it yields: nothing changes them.
         pause = self._pause()
+        kept: dict = {}
         cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1, self.reserved,
-                              between=pause, approve=self._approve)
+                              between=pause, approve=self._approve, reuse=self._entries, kept=kept)
+        self._entries = kept
         self.writer.publish(views.with_views(cat, self.profiles, between=pause))
 
     def _pause(self):

@@ -200,13 +200,21 @@ class ServerLists:
 
 def build(lists: Mapping[str, ServerLists], separator: str, version: int,
           reserved: frozenset = frozenset(), between: Callable[[], None] | None = None,
-          approve: Callable[[str], str] | None = None) -> Catalogue:
+          approve: Callable[[str], str] | None = None, reuse: Mapping | None = None,
+          kept: dict | None = None) -> Catalogue:
     """Deterministic: servers in name order, each one's tools and prompts by name; on a
     collision the first keeps the name. `reserved`: troupe's own tool names (meta-tools and
     core tools); a server's tool that would take one is renamed, whatever the order. `between()`
     runs after each item (a slicing.Slices: the Registry yields to the hub there once a slice of
-    work is used up; nothing is visible until the whole is returned)."""
+    work is used up; nothing is visible until the whole is returned).
+
+    `reuse`: the `kept` of the previous build. An Entry whose server's listing holds the very same
+    item under the same name is taken from it, digest (and compiled validator) included, so a
+    rebuild costs what changed, not every tool again: 50 servers arriving one by one made 50
+    rebuilds of all the tools so far. `kept` (filled here) is what the next build may reuse."""
     between = between or never
+    reuse = reuse if reuse is not None else {}
+    kept = kept if kept is not None else {}
     collisions: list[str] = []
     tool_index: dict[str, Entry] = {}
     prompt_index: dict[str, Entry] = {}
@@ -235,8 +243,10 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
         # Within a server, by name: the order a client sees never depends on how an upstream
         # happened to list (two instances with the same catalogue serve the same pages).
         _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", between, reserved,
-                   shape=lambda item, seen=exposures: apps.with_uris(item, lambda u: seen.get(u, u)))
-        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt", between)
+                   shape=lambda item, seen=exposures: apps.with_uris(item, lambda u: seen.get(u, u)),
+                   reuse=reuse, kept=kept)
+        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt", between,
+                   reuse=reuse, kept=kept)
         for kind, original in sl.withheld:
             qualified = naming.qualify(sl.prefix, separator, original)
             if kind == "tools" and qualified in reserved:  # the name it would have once approved
@@ -280,7 +290,8 @@ def _exposed(server: str, uri: str, listed: Mapping, referenced: Mapping, collis
 
 def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str,
                between: Callable[[], None], reserved: frozenset = frozenset(),
-               shape: Callable[[dict], dict] | None = None) -> None:
+               shape: Callable[[dict], dict] | None = None, reuse: Mapping = MappingProxyType({}),
+               kept: dict | None = None) -> None:
     seen: set[str] = set()
     for item in items:
         between()
@@ -306,8 +317,16 @@ def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: 
             new = naming.disambiguate(name, sl.server, index)
             collisions.append(f"{kind} {name!r} of {sl.server} renamed {new!r} ({first.server} keeps it)")
             name = new
-        index[name] = Entry(name, sl.server, original,
-                            MappingProxyType({**(shape(item) if shape is not None else item), "name": name}))
+        shaped = shape(item) if shape is not None else item
+        key = (kind, sl.server, name)
+        previous = reuse.get(key)
+        if previous is not None and previous[0] is item and shaped is item:  # unchanged, and shown as listed
+            entry = previous[1]
+        else:
+            entry = Entry(name, sl.server, original, MappingProxyType({**shaped, "name": name}))
+        index[name] = entry
+        if kept is not None and shaped is item:
+            kept[key] = (item, entry)
 
 
 def _same_scheme(a: str, b: str) -> bool:

@@ -17,12 +17,12 @@ Supervisor, a moment later.
 from __future__ import annotations
 
 import os
-import subprocess
 
 import gevent
 from loguru import logger
 
 from actors.settings.model import Config, ServerConfig, SHARE_ALL, StdioSpec
+from actors.transports.child_process import ChildProcess
 
 EARLY_MAX = max(2, os.cpu_count() or 2)
 
@@ -31,13 +31,13 @@ class EarlyStarts:
     """The processes launched early, by server name, until their transport takes each (once).
     Used from the hub's greenlets only (the transports' owners open them one at a time)."""
 
-    def __init__(self, procs: dict[str, tuple[StdioSpec, subprocess.Popen]]) -> None:
+    def __init__(self, procs: dict[str, tuple[StdioSpec, ChildProcess]]) -> None:
         self._procs = procs
 
     def __len__(self) -> int:
         return len(self._procs)
 
-    def take(self, name: str, spec: StdioSpec | None) -> subprocess.Popen | None:
+    def take(self, name: str, spec: StdioSpec | None) -> ChildProcess | None:
         """The process started early for server `name`, if it was started with exactly `spec`; a
         process started from another spec (the config changed) is stopped, never handed over."""
         entry = self._procs.pop(name, None)
@@ -58,7 +58,7 @@ class EarlyStarts:
             gevent.joinall(stops, timeout=wait)
 
     @staticmethod
-    def _discard(name: str, proc: subprocess.Popen) -> gevent.Greenlet:
+    def _discard(name: str, proc: ChildProcess) -> gevent.Greenlet:
         from actors.transports import stdio
         logger.debug("{}: started early but not used; stopping it", name)
         return gevent.spawn(stdio.discard, proc)
@@ -83,7 +83,7 @@ def start(config: Config, approvals_path: str) -> EarlyStarts:
     from actors.transports import stdio
     from actors.transports.base import TransportError
     from actors.trust.provenance import ALLOWED, verdict
-    procs: dict[str, tuple[StdioSpec, subprocess.Popen]] = {}
+    procs: dict[str, tuple[StdioSpec, ChildProcess]] = {}
     for server in candidates:
         assert server.stdio is not None  # eligible() checked
         if len(procs) == EARLY_MAX:

@@ -14,7 +14,9 @@ from loguru import logger
 
 from actors.settings.config import StdioSpec
 from actors.protocol import jsonrpc
+from actors.transports import child_process
 from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
+from actors.transports.child_process import ChildProcess
 from actors.transports.pipe_writer import PipeWriter
 
 # Variables a child inherits from troupe; everything else must be set in `env`.
@@ -26,7 +28,7 @@ TERM_GRACE = 1.5  # after SIGTERM to the group, before SIGKILL
 KILL_WAIT = 2.0
 READER_STOP_WAIT = 1.0  # for a reader or writer greenlet to go once killed
 STDERR_LOG_LINES_PER_SEC = 50  # a flooding child must not flood troupe's log
-STDERR_YIELD_LINES = 256  # the stderr drain lets the hub run after this many buffered lines
+STDERR_MAX_LINE_BYTES = 64 * 1024  # a longer stderr line is logged in pieces of this size
 READ_CHUNK_BYTES = 64 * 1024  # one read of stdout; the reader yields to the hub after each
 MAX_QUEUED_WRITE_BYTES = 64 * 1024 * 1024  # beyond this a send fails at once: the server is not reading
 DEFAULT_WRITE_STALL = 30.0  # a write that makes no progress this long means the server is hung
@@ -41,29 +43,27 @@ def child_env(extra: dict | Any) -> dict:
     return env
 
 
-def spawn(spec: StdioSpec) -> subprocess.Popen:
+def spawn(spec: StdioSpec) -> ChildProcess:
     """The server's process, in a session (process group) of its own, with pipes on all three
     streams and only the environment child_env gives it. The one way troupe launches a stdio
-    server: the transport's open() and the early start at launch (supervision/early_start.py)."""
+    server: the transport's open() and the early start at launch (supervision/early_start.py).
+    posix_spawn, not a fork of troupe: transports/child_process.py says why."""
     try:
-        return subprocess.Popen([spec.command, *spec.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=child_env(spec.env), cwd=spec.work_dir,
-                                start_new_session=True, bufsize=-1)
+        return child_process.spawn([spec.command, *spec.args], child_env(spec.env), spec.work_dir)
     except (OSError, ValueError) as exc:
         raise TransportError(f"cannot start {spec.command!r}: {exc}") from None
 
 
-def discard(proc: subprocess.Popen) -> None:
+def discard(proc: ChildProcess) -> None:
     """Stop a spawned process no transport took (its group, as close() would), and reap it."""
     _stop_process_group(proc)
     _close_output(proc)
 
 
-def _close_output(proc: subprocess.Popen) -> None:
+def _close_output(proc: ChildProcess) -> None:
     for stream in (proc.stdout, proc.stderr):
         try:
-            if stream:
-                stream.close()
+            stream.close()
         except OSError:
             pass
 
@@ -80,14 +80,14 @@ class StdioTransport:
 
     def __init__(self, name: str, spec: StdioSpec, on_message: OnMessage, on_closed: OnClosed,
                  *, log=logger, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 write_timeout: float = DEFAULT_WRITE_STALL, process: subprocess.Popen | None = None):
+                 write_timeout: float = DEFAULT_WRITE_STALL, process: ChildProcess | None = None):
         self.name, self.spec = name, spec
         self._early = process  # spawned at launch already (supervision/early_start.py): open() takes it
         self._on_message, self._on_closed = on_message, on_closed
         self._log = log.bind(server=name)
         self._max = max_message_bytes
         self._write_timeout = write_timeout
-        self._proc: subprocess.Popen | None = None
+        self._proc: ChildProcess | None = None
         self._readers: list[gevent.Greenlet] = []
         self._writer: PipeWriter | None = None  # stdin, written by whoever sends, one write per hub turn
         self._broken: str | None = None  # why stdin cannot be written any more
@@ -106,8 +106,8 @@ class StdioTransport:
     def open(self) -> None:
         early, self._early = self._early, None
         self._proc = early if early is not None else spawn(self.spec)
-        assert self._proc.stdin is not None and self._proc.stdout is not None  # both PIPE
         os.set_blocking(self._proc.stdout.fileno(), False)
+        os.set_blocking(self._proc.stderr.fileno(), False)
         self._writer = PipeWriter(self._proc.stdin.fileno(), self._stdin_broken, stall_timeout=self._write_timeout)
         self._readers = [gevent.spawn(self._read_stdout), gevent.spawn(self._drain_stderr)]
 
@@ -170,7 +170,7 @@ class StdioTransport:
         self._report_closed(reason)
 
     def _exit_reason(self) -> str | None:
-        assert self._proc is not None  # only the writer asks, which open() started after Popen
+        assert self._proc is not None  # only the writer asks, which open() started after the spawn
         try:
             code = self._proc.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
@@ -181,7 +181,7 @@ class StdioTransport:
 
     def _read_stdout(self) -> None:
         proc = self._proc
-        assert proc is not None and proc.stdout is not None  # spawned by open() after Popen
+        assert proc is not None  # spawned by open() first
         fd = proc.stdout.fileno()
         reason = "stdout closed"
         try:
@@ -269,25 +269,34 @@ class StdioTransport:
 
     def _drain_stderr(self) -> None:
         # An undrained stderr pipe deadlocks a chatty child; read it all, log a little.
-        assert self._proc is not None  # spawned by open() after Popen
-        stderr = self._proc.stderr
-        assert stderr is not None  # Popen(stderr=PIPE)
-        budget, window, lines = STDERR_LOG_LINES_PER_SEC, 0.0, 0
+        assert self._proc is not None  # spawned by open() first
+        fd = self._proc.stderr.fileno()
+        budget, window = STDERR_LOG_LINES_PER_SEC, 0.0
+        pending = b""
         try:
             while True:
-                line = stderr.readline(65536)
-                if not line:
-                    return
-                lines += 1
-                if lines % STDERR_YIELD_LINES == 0:
-                    gevent.sleep(0)  # buffered lines are read without waiting: let others run
+                try:
+                    chunk = os.read(fd, READ_CHUNK_BYTES)
+                except BlockingIOError:
+                    wait_read(fd)
+                    continue
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop() if chunk else b""
+                if not chunk and lines[-1] == b"":
+                    lines.pop()
+                if len(pending) > STDERR_MAX_LINE_BYTES:  # a line without end is logged in pieces
+                    lines.append(pending)
+                    pending = b""
                 now = gevent.get_hub().loop.now()
                 if now - window >= 1.0:
                     budget, window = STDERR_LOG_LINES_PER_SEC, now
-                if budget > 0:
-                    budget -= 1
+                for line in lines[:max(budget, 0)]:
                     self._log.debug("stderr: {}", line.rstrip()[:500].decode("utf-8", "replace"))
-        except (OSError, ValueError):
+                budget -= len(lines)
+                if not chunk:
+                    return
+                gevent.sleep(0)  # a child that floods stderr must not starve the other greenlets
+        except OSError:
             return
 
     def _report_closed(self, reason: str) -> None:
@@ -301,10 +310,9 @@ def _id_in_head(head) -> Any:
     return jsonrpc.decode(match.group(1)) if match else None
 
 
-def _stop_process_group(proc: subprocess.Popen) -> None:
+def _stop_process_group(proc: ChildProcess) -> None:
     try:
-        if proc.stdin:
-            proc.stdin.close()
+        proc.stdin.close()
     except OSError:
         pass
     try:

@@ -57,7 +57,7 @@ class StdioClient:
 
 def _watch_rss(pid: int, seconds: float, proc: subprocess.Popen) -> int:
     """troupe's peak RSS over an observation window of `seconds` (or until it exits)."""
-    peak, ends = _rss(pid), time.monotonic() + seconds
+    peak, ends = 0, time.monotonic() + seconds
     while time.monotonic() < ends and proc.poll() is None:
         try:
             peak = max(peak, _rss(pid))
