@@ -37,6 +37,16 @@ from actors.trust.messages import TrustChanged
 from actors.upstream.connection import Connection, make_transport
 
 STOP_TIMEOUT = 4.5  # all connections stop in parallel within this (shutdown must end within 5 s)
+# What Connections tell as they come up and serve: many at once when many servers start. The
+# Directory they change is published once their burst in the mailbox is read (_PublishDue), not
+# after each: a Directory holds a view of every server, so 50 servers starting made ~200 of them,
+# 10,000 views. Every other message (an operator's, an ask) still publishes before it is answered.
+BURST_MESSAGES = (ConnectionReady, ConnectionCounts, EraLearned, ConnectionRetired, ConnectionDegraded)
+
+
+class _PublishDue:
+    """Told by the Supervisor to itself after a burst message: publish the Directory now, once
+    for all that came before it."""
 
 
 class Supervisor(OnDemand, SignInGate, LogLevels, pykka.ThreadingActor):
@@ -84,6 +94,7 @@ class Supervisor(OnDemand, SignInGate, LogLevels, pykka.ThreadingActor):
         self._relays: set[str] = set()  # servers whose live Connection relays to their owner
         self.clients = ClientUpstreams(self.actor_ref, self._connect_for_client)  # share: per_client upstreams
         self.fronts = Fronts()  # in a cluster, the calls to each `single` server go through its front
+        self._publish_told = False  # a _PublishDue is in the mailbox (BURST_MESSAGES)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -110,9 +121,21 @@ class Supervisor(OnDemand, SignInGate, LogLevels, pykka.ThreadingActor):
     # ---------------------------------------------------------------- dispatch
 
     def on_receive(self, message):
-        self._dispatch(message)
-        if not isinstance(message, (GetStatus, DescribeLaunch)):
+        if isinstance(message, _PublishDue):
+            self._publish_told = False
             self._publish()
+            return
+        self._dispatch(message)
+        if isinstance(message, BURST_MESSAGES):
+            self._publish_soon()
+        elif not isinstance(message, (GetStatus, DescribeLaunch)) or self._publish_told:
+            self._publish()  # a status read after a burst sees it published, as it did before
+
+    def _publish_soon(self) -> None:
+        if not self._publish_told:
+            self._publish_told = _tell(self.actor_ref, _PublishDue())
+            if not self._publish_told:  # stopping: nobody reads it after, but keep the record exact
+                self._publish()
 
     def _publish(self) -> None:
         """A new Directory after each change: readers never see a Child record."""
@@ -354,6 +377,7 @@ class Supervisor(OnDemand, SignInGate, LogLevels, pykka.ThreadingActor):
 
     def _check_settled(self) -> None:
         if not self.settled.is_set() and all(c.settled for c in self.children.values()):
+            self._publish()  # who waits for it reads the Directory next: it must show them settled
             self.settled.set()
             self.bus.publish(StartupSettled())
 

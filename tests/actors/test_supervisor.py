@@ -8,6 +8,7 @@ import pykka
 import pytest
 
 from actors.events.bus import BusClient, EventBus
+from actors.messages import ConnectionCounts, GetStatus
 from actors.settings.config import ServerConfig, StdioSpec
 from actors.supervision.directory import Directory
 from actors.supervision.policy import Policy
@@ -85,3 +86,18 @@ def test_ready_restart_with_backoff_then_the_circuit(started):
         ScriptedTransport.opened[-1].crash()
     wait_until(lambda: view(directory).state == "failed", 5, message="circuit open")
     assert "circuit open" in view(directory).reason and view(directory).ref is None
+
+
+def test_a_burst_from_connections_is_published_once_and_an_ask_after_it_sees_it(started):
+    # Connections that come up together tell their news together: one Directory for the burst,
+    # not one per message (each holds a view of every server), and nothing told is lost.
+    supervisor, directory = started
+    wait_until(lambda: view(directory) is not None and view(directory).state == "ready", 5, message="ready")
+    generation, before = view(directory).generation, directory.current.version
+    for n in range(1, 51):  # told without yielding: all 50 wait in the mailbox together
+        supervisor.tell(ConnectionCounts("s", generation, n, 0, 0))
+    reply = pykka.ThreadingFuture()
+    supervisor.tell(GetStatus(reply))  # a status read after the burst: published by the time it is answered
+    assert reply.get(timeout=5) is not None
+    assert view(directory).counts == (50, 0, 0)
+    assert directory.current.version - before == 1

@@ -20,10 +20,12 @@ NOT_IMPORTED = ("jinja2", "authlib", "joserfc", "cryptography", "requests", "url
                 # importlib.metadata: gevent's plugins are read from their files (actors/patching.py).
                 "ssl", "_ssl", "asyncio", "importlib.metadata", "email")
 
-# troupe as `python -m actors.main` would run, writing the names of its modules at exit.
-RUNNER = ("import atexit, runpy, sys\n"
+# troupe as `python -m actors.main` would run, writing the names of its modules at exit, and
+# whether the cycle collector (off while troupe starts: actors/main.py) was on again, its start frozen.
+RUNNER = ("import atexit, gc, json, runpy, sys\n"
           "out = sys.argv[1]; sys.argv = ['troupe']\n"
-          "atexit.register(lambda: open(out, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+          "atexit.register(lambda: open(out, 'w').write(json.dumps({'modules': sorted(sys.modules),\n"
+          "    'gc_enabled': gc.isenabled(), 'frozen': gc.get_freeze_count()})))\n"
           "runpy.run_module('actors.main', run_name='__main__', alter_sys=True)\n")
 
 
@@ -57,7 +59,9 @@ def test_a_default_stdio_run_imports_only_what_it_uses(tmp_path):
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
-    loaded = set(modules.read_text().split())
+    state = json.loads(modules.read_text())
+    assert state["gc_enabled"] and state["frozen"] > 10_000  # collection back on, start-up kept out of its way
+    loaded = set(state["modules"])
     assert "actors.serve.stdio" in loaded and "actors.runtime" in loaded  # it did serve
     found = sorted(m for m in loaded if any(m == name or m.startswith(name + ".") for name in NOT_IMPORTED))
     assert not found, f"a default stdio run imported {found}"
