@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import builtins
 import dataclasses
-import hashlib
 import marshal
 import os
 import stat
@@ -30,7 +29,7 @@ import sys
 from pathlib import Path
 from types import CodeType
 
-_state: dict = {"path": None, "table": {}, "fresh": {}, "installed": False}
+_state: dict = {"path": None, "table": {}, "fresh": {}, "installed": False, "blake2b": None}
 
 
 def default_path() -> Path:
@@ -44,6 +43,8 @@ def install(path: Path | None = None) -> None:
     """Route the dataclasses module's compiles through the table at `path` (default_path())."""
     if _state["installed"]:
         return
+    import hashlib  # here, not at the top: troupe's entry point first has it loaded without OpenSSL
+    _state["blake2b"] = hashlib.blake2b
     _state.update(path=path or default_path(), table=_read(path or default_path()), fresh={}, installed=True)
     dataclasses.exec = _exec  # type: ignore[attr-defined]  # the module's global lookup finds it before the builtin
     atexit.register(_save_fresh)
@@ -61,7 +62,7 @@ def stats() -> dict:
 
 
 def _digest(source: str) -> bytes:
-    return hashlib.blake2b(source.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return _state["blake2b"](source.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _exec(source, globals=None, locals=None, /):  # noqa: A002 - exec's own parameter names

@@ -1,18 +1,13 @@
 """troupe's entry point: patch first, then CLI (serve, status, check, discover), start, signals."""
-import gc
-
-# No cycle collection while troupe starts: its imports and actors are what every collection
-# would walk again (~30 ms of a ~250 ms start here, in ~75 collections), and they live as long as
-# the process. serve() freezes them and turns collection on once troupe serves.
-gc.disable()
-
-from actors import dataclass_code_cache, loguru_without_asyncio, patching  # noqa: E402
+from actors import dataclass_code_cache, hashing_without_openssl, loguru_without_asyncio, patching
 
 patching.patch_all()  # before any other import: pykka's threads must be greenlets
+hashing_without_openssl.install()  # before hashlib's first import
 loguru_without_asyncio.install()  # before loguru's first import
 dataclass_code_cache.install()  # before the first @dataclass
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 
@@ -113,9 +108,7 @@ def serve(argv: list[str]) -> int:
     # the cycle collector's way, so a full collection walks only what came since. Walking all of
     # it took 120-180 ms on a loaded 2-core machine, with every client's call waiting (DESIGN.md:
     # no more than ~50 ms on the hub). Objects frozen are still freed when their count drops.
-    # (The cycles start-up left, ~3,600 objects here with collection off, are frozen with them.)
     gc.freeze()
-    gc.enable()
     gevent.spawn(dataclass_code_cache.settle)  # after the first answers: a fresh table costs a write
     try:
         stop.wait()
@@ -136,8 +129,6 @@ def cli(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in COMMANDS else "serve"
     if argv and argv[0] in COMMANDS:
         argv = argv[1:]
-    if argv and argv[0] in ("auth", "audit", *TRUST_COMMANDS):
-        gc.enable()  # a command, not a start to hurry
     if argv and argv[0] == "auth":  # an upstream's OAuth sign-in link, from a running troupe
         from actors.auth import cli as auth_cli
         return auth_cli.run(argv[1:])
@@ -150,7 +141,6 @@ def cli(argv: list[str] | None = None) -> int:
         return trust_cli.run(argv[0], argv[1:])
     if command == "serve":
         return serve(argv)
-    gc.enable()  # the other commands are no start to hurry
     from actors import commands
     return commands.run(command, argv)
 
