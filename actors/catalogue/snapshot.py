@@ -55,10 +55,16 @@ class Entry:
     original: str  # the name the owning server knows
     definition: Mapping[str, Any]  # the upstream definition with `name` replaced
     digest: str = field(init=False, repr=False, compare=False)  # of the definition, for list digests
+    # As a catalogue's tool_list holds it, and whether the model may not see it (apps.app_only):
+    # with the entry, so a rebuild that reuses the entry (build's `reuse`) copies and checks nothing.
+    listed: dict = field(init=False, repr=False, compare=False)
+    app_only: bool = field(init=False, repr=False, compare=False)
     _validator: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "digest", content_digest(self.definition))  # once, by whoever builds it
+        object.__setattr__(self, "listed", dict(self.definition))
+        object.__setattr__(self, "app_only", apps.app_only(self.definition))
 
     validator = lazy(_compile_validator)
 
@@ -265,8 +271,8 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
         resources=tuple(resource_index.values()), templates=tuple(templates),
         tool_index=MappingProxyType(tool_index), prompt_index=MappingProxyType(prompt_index),
         resource_index=MappingProxyType(resource_index), references=MappingProxyType(references),
-        app_only=frozenset(e.name for e in tools if apps.app_only(e.definition)), servers=tuple(order),
-        collisions=tuple(collisions), tool_list=tuple(dict(t.definition) for t in paced(tools, between)),
+        app_only=frozenset(e.name for e in tools if e.app_only), servers=tuple(order),
+        collisions=tuple(collisions), tool_list=tuple(t.listed for t in paced(tools, between)),
         withheld=MappingProxyType(withheld),
         instructions=MappingProxyType({s: lists[s].instructions for s in order if lists[s].instructions}),
         task_forms=MappingProxyType({s: lists[s].tasks for s in order if lists[s].tasks}))

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import time
+
 from actors.settings.config import ServerConfig
 
 CONFIG = "config"  # troupe's own config file (or the embedding app's config dict)
@@ -15,6 +17,13 @@ TRUSTED = frozenset({CONFIG, USER})
 
 ALLOWED, PENDING, DENIED = "allowed", "pending-approval", "denied"
 NEEDS_INPUT = "needs-input"  # a discovered entry with a variable nobody can fill: never launched with it
+# A launch line's key reads the file system (realpath, a PATH search): ~0.5 ms, asked for several
+# times per server as it starts (its gate, its era, the running record), 50 servers at once. Within
+# this many seconds the answer read is reused; after it, the file system is read again, so a
+# binary that moved on PATH is another server to approve, as before.
+IDENTITY_FRESH_S = 1.0
+RECENT_MAX = 4096
+_recent: dict[tuple, tuple[float, str]] = {}  # (command, args, PATH) -> (when read, identity)
 
 
 def identity_key(config: ServerConfig) -> str:
@@ -22,7 +31,18 @@ def identity_key(config: ServerConfig) -> str:
     if config.identity:
         return config.identity
     from actors.discovery.identity import identity_of, which_on
-    return identity_of(config, which_on(os.environ.get("PATH")))
+    path = os.environ.get("PATH")
+    if config.stdio is None:
+        return identity_of(config, which_on(path))  # a URL: no file system to read
+    key, now = (config.stdio.command, tuple(config.stdio.args), path), time.monotonic()
+    recent = _recent.get(key)
+    if recent is not None and now - recent[0] < IDENTITY_FRESH_S:
+        return recent[1]
+    identity = identity_of(config, which_on(path))
+    if len(_recent) >= RECENT_MAX:
+        _recent.clear()
+    _recent[key] = (now, identity)
+    return identity
 
 
 def identity_keys(config: ServerConfig) -> tuple[str, ...]:
