@@ -29,13 +29,14 @@ import sys
 from pathlib import Path
 from types import CodeType
 
+FORMAT = 2  # bumped when what is compiled changes: 2 compiles without this module's `annotations` flag
 _state: dict = {"path": None, "table": {}, "fresh": {}, "installed": False, "blake2b": None}
 
 
 def default_path() -> Path:
     """$XDG_CACHE_HOME/troupe (else ~/.cache/troupe), one file per interpreter build."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    tag = f"{sys.implementation.cache_tag}-{sys.hexversion:x}"
+    tag = f"{sys.implementation.cache_tag}-{sys.hexversion:x}-{FORMAT}"
     return Path(base) / "troupe" / f"dataclass-code.{tag}.marshal"
 
 
@@ -72,7 +73,7 @@ def _exec(source, globals=None, locals=None, /):  # noqa: A002 - exec's own para
     key = _digest(source)
     code = _state["table"].get(key)
     if code is None:
-        code = compile(source, "<string>", "exec")
+        code = compile(source, "<string>", "exec", dont_inherit=True)  # not this module's __future__ flags
         _state["fresh"][key] = code
     return builtins.exec(code, globals, locals)
 

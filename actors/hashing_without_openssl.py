@@ -6,11 +6,13 @@ HMACs of request state) with sha256, sha1 and blake2b, which Python also builds 
 _sha1, _blake2). `install`, before anything imports hashlib, has hashlib and hmac take those:
 the same digests, the same constant-time compare. OpenSSL still loads with ssl, for an HTTPS
 server, and then only ssl uses it. Nothing troupe runs needs what only OpenSSL has
-(pbkdf2_hmac, scrypt).
+(pbkdf2_hmac, scrypt). An interpreter built without one of those builtins keeps OpenSSL's hashlib.
 """
 from __future__ import annotations
 
 import sys
+
+NEEDED = ("sha256", "sha1", "blake2b")  # what troupe hashes with
 
 
 def install() -> None:
@@ -19,7 +21,12 @@ def install() -> None:
         return
     sys.modules["_hashlib"] = None  # type: ignore[assignment]  # "import _hashlib" fails: hashlib falls back
     try:
-        import hashlib  # noqa: F401
+        import hashlib
         import hmac  # noqa: F401
     finally:
         del sys.modules["_hashlib"]  # nothing else is held back
+    if not all(hasattr(hashlib, name) for name in NEEDED):  # an interpreter built without them: OpenSSL's
+        for name in ("hashlib", "hmac"):
+            sys.modules.pop(name, None)
+        import hashlib  # noqa: F811,F401
+        import hmac  # noqa: F811,F401

@@ -120,34 +120,47 @@ def _plugin_notifier(notify):
 
 
 class _PatchSslOnImport:
-    """Finds the stdlib's ssl where the path finder would, and hands it a loader that lets gevent
-    patch it as soon as it has run. Inert once ssl is loaded."""
+    """Finds the stdlib's ssl (or gevent.ssl, which imports it) where the path finder would, and
+    hands it a loader that lets gevent patch ssl as soon as both have run. Inert once ssl is loaded."""
+
+    WATCHED = ("ssl", "gevent.ssl")
 
     def find_spec(self, name, path=None, target=None) -> ModuleSpec | None:
-        if name != "ssl" or "ssl" in sys.modules:
+        if name not in self.WATCHED or name in sys.modules:
             return None
         spec = PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = cast("Loader", _PatchedAfterExec(spec.loader))
+        spec.loader = cast("Loader", _PatchedAfterExec(spec.loader, name))
         return spec
 
 
-class _PatchedAfterExec:
-    """The stdlib loader of ssl, then gevent's patch_ssl on the fresh module (it is in sys.modules
-    by then, so gevent.ssl's own `import ssl` finds it)."""
+def _initializing(name: str) -> bool:
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
 
-    def __init__(self, real) -> None:
-        self.real = real
+
+class _PatchedAfterExec:
+    """The real loader of ssl or gevent.ssl, then gevent's patch_ssl. When ssl comes first,
+    patch_ssl imports gevent.ssl (which finds ssl in sys.modules); when gevent.ssl comes first (an
+    app that imports it), its own `import ssl` must not patch from inside it: it patches once
+    gevent.ssl has run."""
+
+    def __init__(self, real, name: str) -> None:
+        self.real, self.name = real, name
 
     def create_module(self, spec):
         return self.real.create_module(spec)
 
     def exec_module(self, module) -> None:
         self.real.exec_module(module)
+        if self.name == "ssl" and _initializing("gevent.ssl"):
+            return  # gevent.ssl is importing ssl: it patches when it is done (below)
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PatchSslOnImport)]
+        if self.name == "gevent.ssl":  # the import system names it on gevent only once this returns
+            vars(sys.modules["gevent"])["ssl"] = module
         from gevent import monkey
         monkey.patch_ssl()
 
-    def __getattr__(self, name):  # get_filename, get_code, ...: as the stdlib loader answers
+    def __getattr__(self, name):  # get_filename, get_code, ...: as the real loader answers
         return getattr(self.real, name)

@@ -9,10 +9,13 @@ posix_spawn as its `fork`): libev's SIGCHLD handling reaps it, and waiting for i
 
 posix_spawn cannot change the child's directory, so a server with a `work_dir` starts as
 `/bin/sh -c 'cd DIR && exec COMMAND ARGS'`: the shell changes directory and becomes the server
-(same pid, same session); its arguments pass as "$@", never parsed by the shell. The command is
-looked up here first, on the child's PATH as subprocess would, so a missing one still fails at
-launch with subprocess's own error. The pipes are raw file descriptors: the transport reads and
-writes them without buffered file objects (~16 KiB less per server).
+(same pid, same session; its argv[0] is the command's full path); its arguments pass as "$@",
+never parsed by the shell. The command is looked up here first, on the child's PATH as
+subprocess would, and a file exec cannot run (no #!, not ELF) is refused, so a missing or
+unrunnable one still fails at launch with subprocess's own error, never run by the shell as a
+script. As with subprocess's close_fds, the server inherits its three pipes and nothing else.
+The pipes are raw file descriptors: the transport reads and writes them without buffered file
+objects (~16 KiB less per server).
 """
 from __future__ import annotations
 
@@ -102,8 +105,11 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
     Raises OSError (FileNotFoundError, PermissionError, ...) as subprocess.Popen would."""
     if cwd is not None and not os.path.isdir(cwd):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
+    if cwd is not None and not os.access(cwd, os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), cwd)
     executable = _resolve(argv[0], env, cwd)
     if cwd is not None:
+        _check_format(executable if os.path.isabs(executable) else os.path.join(cwd, executable), argv[0])
         program, args = SHELL, [SHELL, "-c", CD_THEN_EXEC, cwd, executable, *argv[1:]]
     else:
         program, args = executable, list(argv)
@@ -114,7 +120,12 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
             r, w = _pipe()
             ours.append(w if not theirs else r)
             theirs.append(r if not theirs else w)
-        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
+        actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
+        closefrom = getattr(os, "POSIX_SPAWN_CLOSEFROM", None)  # Python 3.13+
+        if closefrom is not None:
+            actions.append((closefrom, 3))
+        else:
+            _inherit_nothing(keep=theirs)
         raw_spawn = monkey.get_original("os", "posix_spawn")  # fork_and_watch watches it, not gevent's wrapper
         child: list[ChildProcess] = []
 
@@ -136,6 +147,39 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
     finally:
         for fd in theirs + ours:
             os.close(fd)
+
+
+def _inherit_nothing(keep: list[int]) -> None:
+    """subprocess's close_fds=True, in the parent: every descriptor above 2 close-on-exec, so a server
+    gets its three pipes and nothing else of troupe's (a client's socket, a pipe a library opened
+    inheritable). Python opens every descriptor so already; this catches the rest."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        try:
+            names = os.listdir("/dev/fd")
+        except OSError:
+            return
+    for name in names:
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                if os.get_inheritable(fd):
+                    os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the directory's own descriptor, closed by now
+
+
+def _check_format(path: str, command: str) -> None:
+    """What exec runs directly: a script with #! or an ELF binary. The shell a work_dir goes
+    through would run any other file as a shell script; subprocess refuses it, and so does this."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command) from exc
+    if not (head.startswith(b"#!") or head == b"\x7fELF"):
+        raise OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC), command)
 
 
 def _pipe() -> tuple[int, int]:

@@ -119,3 +119,30 @@ def test_a_command_that_cannot_run_fails_at_launch_with_subprocess_errors(tmp_pa
     assert got["not_executable"][0] == "PermissionError" and got["relative_in_dir"][0] == "PermissionError"
     assert got["no_dir"][0] == "FileNotFoundError" and "gone" in got["no_dir"][1]
     assert len(got["open_fds"]) < 10  # nothing leaked by the failed launches
+
+
+def test_nothing_of_troupe_s_but_the_three_pipes_is_inherited(tmp_path):
+    got = _run("r, w = os.pipe()\n"
+               "os.set_inheritable(w, True)  # as a library might leave one\n"
+               "p = child_process.spawn(['sh', '-c', 'ls /proc/$$/fd'], ENV)\n"
+               "fds = sorted(int(x) for x in drain(p.stdout).split()); p.wait(timeout=10)\n"
+               f"q = child_process.spawn(['sh', '-c', 'ls /proc/$$/fd'], ENV, {str(tmp_path)!r})\n"
+               "fds_in_dir = sorted(int(x) for x in drain(q.stdout).split()); q.wait(timeout=10)\n"
+               "print(json.dumps({'leaked': w, 'fds': fds, 'fds_in_dir': fds_in_dir}))\n")
+    assert got["leaked"] not in got["fds"] and got["leaked"] not in got["fds_in_dir"]
+    assert got["fds"][:3] == [0, 1, 2] and got["fds_in_dir"][:3] == [0, 1, 2]
+
+
+def test_a_file_exec_cannot_run_is_refused_with_or_without_a_work_dir(tmp_path):
+    plain = tmp_path / "no-shebang"
+    plain.write_text("echo this must never run as a shell script > ran\n")
+    plain.chmod(0o755)
+    got = _run("def err(*a):\n"
+               "    try:\n"
+               "        child_process.spawn(*a).wait(timeout=10)\n"
+               "    except OSError as exc:\n"
+               "        return exc.errno\n"
+               "    return None\n"
+               f"print(json.dumps({{'plain': err([{str(plain)!r}], ENV), 'in_dir': err(['./no-shebang'], ENV, {str(tmp_path)!r})}}))\n")
+    assert got == {"plain": 8, "in_dir": 8}  # ENOEXEC, as subprocess says
+    assert not (tmp_path / "ran").exists()

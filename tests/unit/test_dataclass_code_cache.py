@@ -26,8 +26,10 @@ START = ("import json, sys\n"
          "    p.x = 5; frozen = False\n"
          "except FrozenInstanceError:\n"
          "    frozen = True\n"
+         "import inspect, typing\n"
          "seen = {'repr': repr(p), 'eq': p == Point(1, 0, ('a',)), 'hash': hash(p) == hash(Point(1, 0, ('a',))),\n"
-         "        'frozen': frozen, 'replace': repr(replace(p, y=2))}\n"
+         "        'frozen': frozen, 'replace': repr(replace(p, y=2)), 'signature': str(inspect.signature(Point)),\n"
+         "        'hints': sorted(f'{k}={v}' for k, v in typing.get_type_hints(Point.__init__).items())}\n"
          "from actors.settings import model  # troupe's own classes\n"
          "before = cache.stats()\n"
          "cache.settle()\n"
@@ -42,7 +44,10 @@ def _start(cache_home) -> dict:
 
 
 SEEN = {"repr": "Point(x=1, y=0, tags=('a',))", "eq": True, "hash": True, "frozen": True,
-        "replace": "Point(x=1, y=2, tags=('a',))"}
+        "replace": "Point(x=1, y=2, tags=('a',))",
+        # the annotations as a plain @dataclass gives them (not the cache's own __future__ strings)
+        "signature": "(x: int, y: int = 0, tags: tuple = ()) -> None",
+        "hints": ["return=<class 'NoneType'>", "tags=<class 'tuple'>", "x=<class 'int'>", "y=<class 'int'>"]}
 
 
 def _table(cache_home):

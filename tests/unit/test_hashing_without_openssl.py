@@ -52,3 +52,12 @@ def test_a_process_with_hashlib_already_keeps_it():
                "hashing_without_openssl.install()\n"
                "print(json.dumps({'sums': sums(), 'openssl': '_hashlib' in sys.modules}))\n")
     assert got == {"sums": EXPECTED, "openssl": True}
+
+
+def test_an_interpreter_without_a_builtin_hash_keeps_openssl_s_hashlib():
+    got = _run("sys.modules['_sha256'] = None  # as a build with only some builtin hashes\n"
+               "from actors import hashing_without_openssl\n"
+               "hashing_without_openssl.install()\n"
+               "del sys.modules['_sha256']\n"
+               "print(json.dumps({'sums': sums(), 'openssl': '_hashlib' in sys.modules}))\n")
+    assert got == {"sums": EXPECTED, "openssl": True}

@@ -50,6 +50,17 @@ def test_ssl_imported_by_a_library_in_a_worker_thread_is_cooperative():
     assert got == {"context": "gevent.ssl", "same": True}
 
 
+def test_gevent_ssl_imported_before_ssl_patches_it_too():
+    got = _run("import json\n"
+               "from actors import patching\n"
+               "patching.patch_all()\n"
+               "import gevent.ssl, ssl\n"
+               "from gevent import monkey\n"
+               "print(json.dumps({'patched': monkey.is_module_patched('ssl'),\n"
+               "                  'context': ssl.SSLContext is gevent.ssl.SSLContext}))\n")
+    assert got == {"patched": True, "context": True}
+
+
 def test_an_app_that_imported_ssl_first_still_gets_it_patched():
     got = _run("import json, ssl\n"
                "from actors import patching\n"
