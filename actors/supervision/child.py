@@ -50,10 +50,11 @@ class Child:
     last_wake: float | None = None
     learning: bool = False
 
-    def known_era(self) -> str | None:
-        """The protocol era remembered for this server's current identity, or None (probe it):
-        an edited launch line or URL is another server, probed again."""
-        if self.era is None or self.era[0] != trust_identity(self.config):
+    def known_era(self, identity: str | None = None) -> str | None:
+        """The protocol era remembered for this server's current identity (`identity`, when the
+        caller has read it already), or None (probe it): an edited launch line or URL is another
+        server, probed again."""
+        if self.era is None or self.era[0] != (identity if identity is not None else trust_identity(self.config)):
             return None
         return self.era[1]
 

@@ -53,7 +53,7 @@ class Placement:
     def learned(self, child, era: str) -> None:
         """`child`'s server showed its era: remembered on the child, and told to the cluster."""
         identity = trust.identity_key(child.config)  # once: it reads the file system (realpath, PATH)
-        before = child.era[1] if child.era is not None and child.era[0] == identity else None  # known_era()
+        before = child.known_era(identity)
         child.era = (identity, era)
         if self.eras is not None and before != era:
             self.eras.put(identity, era)

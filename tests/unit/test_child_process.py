@@ -5,11 +5,8 @@ command that cannot run. Each case runs in a fresh patched interpreter: gevent's
 reaps every child of its process, which pytest's own subprocesses must not meet."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 
-from tests.support import ROOT
+from tests.support.fresh import run_fresh
 
 PRELUDE = ("import json, os, signal, sys\n"
            "from actors import patching\n"
@@ -33,10 +30,7 @@ PRELUDE = ("import json, os, signal, sys\n"
 
 
 def _run(body: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", PRELUDE + body], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_fresh(PRELUDE + body)
 
 
 def test_bytes_go_both_ways_and_the_exit_code_is_reported():

@@ -3,12 +3,9 @@ start compiles nothing and its classes behave as compiled ones do; a file that i
 someone else could have written, is never used. Each start is a fresh interpreter."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
-from tests.support import ROOT
+from tests.support.fresh import run_fresh
 
 START = ("import json, sys\n"
          "from actors import dataclass_code_cache as cache\n"
@@ -37,10 +34,7 @@ START = ("import json, sys\n"
 
 
 def _start(cache_home) -> dict:
-    out = subprocess.run([sys.executable, "-c", START], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache_home)})
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_fresh(START, env={"XDG_CACHE_HOME": str(cache_home)})
 
 
 SEEN = {"repr": "Point(x=1, y=0, tags=('a',))", "eq": True, "hash": True, "frozen": True,

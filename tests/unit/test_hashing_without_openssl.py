@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import subprocess
-import sys
 
-from tests.support import ROOT
+from tests.support.fresh import run_fresh
 
 PROBE = ("import json, sys\n"
          "def mapped():\n"
@@ -22,10 +19,7 @@ PROBE = ("import json, sys\n"
 
 
 def _run(body: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE + body], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_fresh(PROBE + body)
 
 
 EXPECTED = [hashlib.sha256(b"troupe").hexdigest(), hashlib.sha1(b"troupe").hexdigest(),

@@ -3,21 +3,13 @@ as patch_all makes them, its plugins called, ssl patched when first imported, lo
 asyncio. Each case runs in a fresh interpreter: patching is process-wide."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import zipfile
 
 from actors import patching
-from tests.support import ROOT
+from tests.support.fresh import run_fresh
 
 
-def _run(code: str, *path: str) -> dict:
-    env_path = ":".join([str(ROOT), *path])
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": env_path})
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+_run = run_fresh
 
 
 def test_ssl_is_left_unloaded_and_patched_by_gevent_when_first_imported():
