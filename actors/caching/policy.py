@@ -3,7 +3,7 @@ and the tool's own annotations decide. Only reads are cached: a tool annotated r
 or one the config names; and resources/read."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from actors.settings.cache_section import ServerCache
 

@@ -10,7 +10,8 @@ resources), so a referenced URI is routed whether listed or not.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping  # not typing.Mapping: its isinstance costs ~1 µs, per tool per build
+from typing import Any, Callable
 
 from actors.protocol import mcp
 

@@ -53,6 +53,12 @@ class _Flush:
     pass
 
 
+class _PublishDue:
+    """Told by the Registry to itself after taking a listing: build and publish one snapshot for
+    every listing taken before it (a burst: many servers starting at once), then tell each
+    listing's waiter. Each later mailbox message finds those listings published."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Release:
     """Told by a hold timer to its Registry: take this server's latest held listing now."""
@@ -66,15 +72,17 @@ class Registry(pykka.ThreadingActor):
     `reserved` names troupe's own tools (the meta-tools and core tools, from its creator):
     a server's tool that would take one is renamed and the collision reported.
 
-    Receives PublishServer (a connection's full lists), DropServer, TrustChanged, and _Flush
+    Receives PublishServer (a connection's full lists), DropServer, TrustChanged, _Flush
     and _Release from its own timers (a server's listings that come faster than their
-    rebuilds' cost allows are held, the latest wins: REBUILD_SHARE).
+    rebuilds' cost allows are held, the latest wins: REBUILD_SHARE), and _PublishDue from itself
+    (the listings in one burst of the mailbox are published in one snapshot).
     Screens each server's tools and prompts against their pins (a changed or new
     definition is withheld, not shown), builds a new immutable Catalogue, with the view of
-    each configured profile and each list's digest, and publishes it at once (it alone holds
-    the catalogue's Publisher); debounces the ToolsChanged notice to the bus. Tells the
-    TrustKeeper what to pin on first sight (PinFirstSight), what it withholds (ReportWithheld) and
-    an on-demand server's full listing to serve while it is stopped (KeepListing).
+    each configured profile and each list's digest, and publishes it once the burst of listings
+    it came in is read (it alone holds the catalogue's Publisher); debounces the ToolsChanged
+    notice to the bus. Tells the TrustKeeper what to pin on first sight (PinFirstSight), what it
+    withholds (ReportWithheld) and an on-demand server's full listing to serve while it is
+    stopped (KeepListing).
     """
 
     def __init__(self, writer: Publisher[Catalogue], bus: BusClient, separator: str = "__", *,
@@ -99,6 +107,9 @@ class Registry(pykka.ThreadingActor):
         self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
         self._kept: dict[str, bytes] = {}  # identity → the on-demand listing last told to the keeper
         self._entries: dict = {}  # the last build's entries, for the next to reuse (catalogue.build)
+        self._unpublished = False  # lists screened since the last snapshot: a _PublishDue publishes them
+        self._publish_told = False  # a _PublishDue is in the mailbox
+        self._due: list[tuple[str, float, list]] = []  # (server, its screening's cost, waiters) until published
 
     def on_receive(self, message):
         match message:
@@ -125,6 +136,10 @@ class Registry(pykka.ThreadingActor):
             case _Flush():
                 self._flush_timer = None
                 self._rebuild()
+            case _PublishDue():
+                self._publish_told = False
+                if self._unpublished or self._due:
+                    self._publish()
             case _:
                 logger.warning("registry: unknown message {!r}", message)
 
@@ -148,19 +163,36 @@ class Registry(pykka.ThreadingActor):
             self._holds[msg.server] = gevent.spawn_later(wait, self._tell_release, msg.server)
 
     def _take(self, msg: PublishServer) -> None:
+        """Screen a listing now; its snapshot is built once the burst it came in is read (_PublishDue):
+        50 servers starting made 50 builds of every tool so far, now one per burst."""
         started = time.monotonic()
         pause = Slices() if len(msg.tools) > YIELD_ABOVE_TOOLS else never
         sums = digests({"tools": msg.tools, "prompts": msg.prompts}, pause) if msg.pin else None
         self._published[msg.server] = (msg, sums)
         if msg.keep:
             self._keep(msg)
-        self._mark(self._screen(msg, sums, report=True, pause=pause))
-        now = time.monotonic()
-        low, high = REPUBLISH_AFTER
-        self._next_at[msg.server] = now + min(high, max(low, (now - started) / REBUILD_SHARE))
-        # Published now (_mark publishes at once): whoever waits for these lists to be served is told.
-        for published in [*self._waiting.pop(msg.server, ()), msg.on_published]:
-            if published is not None:
+        changed = self._screen(msg, sums, report=True, pause=pause)
+        waiters = [w for w in (*self._waiting.pop(msg.server, ()), msg.on_published) if w is not None]
+        self._due.append((msg.server, time.monotonic() - started, waiters))
+        if changed:
+            self._changed |= changed
+            self._unpublished = True
+            self._debounce_notice()
+        if not self._unpublished:
+            self._publish_done(0.0)  # nothing to build: its waiters are told at once
+        elif not self._publish_told:
+            self._publish_told = tell(self.actor_ref, _PublishDue())
+            if not self._publish_told:  # stopping: publish now, and keep every waiter's answer exact
+                self._publish()
+
+    def _publish_done(self, build_cost: float) -> None:
+        """After a snapshot holds every listing taken: each one's waiters are told (its Connection
+        then reports the server ready), and its next listing may come once its cost allows."""
+        due, self._due = self._due, []
+        now, (low, high) = time.monotonic(), REPUBLISH_AFTER
+        for server, cost, waiters in due:
+            self._next_at[server] = now + min(high, max(low, (cost + build_cost) / REBUILD_SHARE))
+            for published in waiters:
                 published()
 
     def _keep(self, msg: PublishServer) -> None:
@@ -252,6 +284,9 @@ class Registry(pykka.ThreadingActor):
         self._changed |= lists
         # Rebuild at once so callers see new tools immediately; only the notice is debounced.
         self._publish()
+        self._debounce_notice()
+
+    def _debounce_notice(self) -> None:
         if self._flush_timer is None:
             self._flush_timer = gevent.spawn_later(LIST_CHANGED_DEBOUNCE, self._tell_flush)
 
@@ -262,12 +297,15 @@ class Registry(pykka.ThreadingActor):
         snapshot's own lazy attributes, see Catalogue)."""
         # Readers keep the previous snapshot while the next is built: none sees it half-built.
         # The lists are this actor's own, and its mailbox waits while it yields: nothing changes them.
+        started = time.monotonic()
         pause = self._pause()
         kept: dict = {}
         cat = catalogue.build(self._lists, self.separator, self.writer.current.version + 1, self.reserved,
                               between=pause, approve=self._approve, reuse=self._entries, kept=kept)
         self._entries = kept
         self.writer.publish(views.with_views(cat, self.profiles, between=pause))
+        self._unpublished = False
+        self._publish_done(time.monotonic() - started)  # whatever was taken since is in this one
 
     def _pause(self):
         """A Slices for work over every server's tools when they are many, else nothing."""
@@ -282,6 +320,8 @@ class Registry(pykka.ThreadingActor):
             self.bus.publish(ToolsChanged(lists=changed, version=self.writer.current.version))
 
     def on_stop(self) -> None:
+        if self._due:  # listings taken and not yet published: their waiters get their answer
+            self._publish()
         if self._flush_timer is not None:
             self._flush_timer.kill(block=False)
         for server in list(self._holds):

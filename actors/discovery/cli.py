@@ -6,7 +6,8 @@ import json
 import math
 import shlex
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gevent.monkey
 import pykka

@@ -1,7 +1,8 @@
 """Passive registrations: validating an entry and turning it into a top-confidence record."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from actors.settings.config import SERVER_NAME
 from actors.discovery.identity import Which, identity_of

@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, TypeVar, overload
+from collections.abc import Mapping
+from typing import Any, TypeVar, overload
 
 from loguru import logger
 

@@ -11,7 +11,8 @@ them with opentelemetry-proto's own classes).
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, Iterable, Sequence
 
 MAX_CACHED = 4096  # distinct attribute key-values kept encoded; past it the cache starts again
 # Attributes whose value is new on (nearly) every span: encoding them once is all there is.

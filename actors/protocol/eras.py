@@ -6,7 +6,8 @@ follow the two schemas (schema/2025-11-25 and schema/2026-07-28 of the spec), re
 anything else passes unchanged, `_meta` keys included (the spec says to pass unknown ones through)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, Sequence
 
 import orjson
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from actors.protocol import jsonrpc, mcp, modern
 from actors.protocol.header_params import annotated

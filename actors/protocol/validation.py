@@ -5,7 +5,8 @@ more, or for the precise message about arguments that failed: a run whose tools 
 schemas and whose clients send good arguments never loads it (tests/e2e/test_import_budget.py)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from loguru import logger
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from actors.protocol.header_params import annotated, invalid_annotation
 from actors.protocol.modern import META_VERSION

@@ -9,7 +9,8 @@ task is state troupe serves to other requests later, so a wrong type must not ge
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from actors.protocol import mcp
 

@@ -1,21 +1,26 @@
-"""child_process: a stdio server's process, launched by posix_spawn instead of a fork of troupe.
+"""child_process: a stdio server's process, launched by CPython's C spawner, never a fork in Python.
 
-gevent's subprocess.Popen forks troupe itself and runs Python in the child until exec: the kernel
-copies the page tables of troupe's whole heap, and the hub waits. That took ~13 ms a launch here
-(~30 ms with 30 MiB of heap), most of troupe's own time in a start with 50 servers. posix_spawn
-(glibc clones without copying the address space, and execs at once) takes ~1 ms, however big
-troupe has grown. gevent watches the child as it does its own (gevent.os.fork_and_watch, given
-posix_spawn as its `fork`): libev's SIGCHLD handling reaps it, and waiting for it is cooperative.
+gevent's subprocess.Popen forks troupe in Python and runs Python in the child until exec (gevent's
+fork hooks, the hub reinitialised): ~13 ms a launch here, ~30 ms with 30 MiB of heap. This module
+calls what the standard library's own Popen calls, `_posixsubprocess.fork_exec`: it vforks and
+runs only C in the child (the dup2s, close_fds, the chdir of a `work_dir`, setsid, SIGPIPE and
+SIGXFSZ back to their defaults, the exec), and reports a failed exec through a close-on-exec pipe
+as subprocess raises it. No address space is copied (a fork without vfork made troupe take ~2 ms
+of copy-on-write faults per server while the children had not yet exec'd), and the chdir needs no
+shell in front of the server. gevent watches the child as it does its own (gevent.os.fork_and_watch):
+libev's SIGCHLD handling reaps it, and waiting for it is cooperative.
 
-posix_spawn cannot change the child's directory, so a server with a `work_dir` starts as
+fork_exec is CPython's private entry to subprocess, called here with the arguments of CPython
+3.11 to 3.13. Where it takes others (3.10, 3.14) the launch falls back to os.posix_spawn, which
+cannot change the child's directory: a server with a `work_dir` then starts as
 `/bin/sh -c 'cd DIR && exec COMMAND ARGS'`: the shell changes directory and becomes the server
 (same pid, same session; its argv[0] is the command's full path); its arguments pass as "$@",
-never parsed by the shell. The command is looked up here first, on the child's PATH as
-subprocess would, and a file exec cannot run (no #!, not ELF) is refused, so a missing or
-unrunnable one still fails at launch with subprocess's own error, never run by the shell as a
-script. As with subprocess's close_fds, the server inherits its three pipes and nothing else.
-The pipes are raw file descriptors: the transport reads and writes them without buffered file
-objects (~16 KiB less per server).
+never parsed by the shell. On either path the command is looked up here first, on the child's
+PATH as subprocess would, so a missing one fails at launch with subprocess's own error; a file
+exec cannot run (no #!, not ELF) is refused, never run by a shell as a script. As with
+subprocess's close_fds, the server inherits its three pipes and nothing else. The pipes are raw
+file descriptors: the transport reads and writes them without buffered file objects (~16 KiB
+less per server).
 """
 from __future__ import annotations
 
@@ -24,16 +29,27 @@ import fcntl
 import os
 import signal
 import subprocess
+from typing import Any
 
 import gevent
 import gevent.event
 from gevent import monkey
 from gevent.os import fork_and_watch
+from gevent.socket import wait_read
+
+try:  # CPython's C half of subprocess, on every POSIX system; called with the arguments of 3.11-3.13
+    from _posixsubprocess import fork_exec as _fork_exec_in_c
+except ImportError:  # pragma: no cover - another interpreter: posix_spawn
+    _fork_exec_in_c = None
+_FORK_EXEC: Any = _fork_exec_in_c  # its stub follows the newest CPython; it is called as the running one takes
+
+_close_now = monkey.get_original("os", "close")  # for descriptors no watcher ever had
 
 SHELL = "/bin/sh"
 # $0 is the directory, "$@" the command and its arguments; the shell's own PWD and OLDPWD go, so
 # the server sees only the environment troupe gives it.
 CD_THEN_EXEC = 'cd -- "$0" && unset OLDPWD PWD && exec "$@"'
+OUTCOME_MAX_BYTES = 50_000  # what subprocess reads of a failed exec's report
 RESET_SIGNALS = tuple(s for s in (getattr(signal, "SIGPIPE", None), getattr(signal, "SIGXFSZ", None)) if s)
 
 
@@ -108,11 +124,6 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
     if cwd is not None and not os.access(cwd, os.X_OK):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), cwd)
     executable = _resolve(argv[0], env, cwd)
-    if cwd is not None:
-        _check_format(executable if os.path.isabs(executable) else os.path.join(cwd, executable), argv[0])
-        program, args = SHELL, [SHELL, "-c", CD_THEN_EXEC, cwd, executable, *argv[1:]]
-    else:
-        program, args = executable, list(argv)
     ours: list[int] = []
     theirs: list[int] = []
     try:
@@ -120,33 +131,156 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
             r, w = _pipe()
             ours.append(w if not theirs else r)
             theirs.append(r if not theirs else w)
-        actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
-        closefrom = getattr(os, "POSIX_SPAWN_CLOSEFROM", None)  # Python 3.13+
-        if closefrom is not None:
-            actions.append((closefrom, 3))
-        else:
-            _inherit_nothing(keep=theirs)
-        raw_spawn = monkey.get_original("os", "posix_spawn")  # fork_and_watch watches it, not gevent's wrapper
-        child: list[ChildProcess] = []
-
-        def on_exit(watcher) -> None:
-            if child:
-                child[0]._reaped(watcher)
-
-        def launch() -> int:
-            return raw_spawn(program, args, env, file_actions=actions, setsid=True,
-                             setsigdef=RESET_SIGNALS, setsigmask=())
-
-        # Before the launch, as gevent's own Popen does: a child that exits at once must find
-        # libev's SIGCHLD handler in place, or its exit goes unseen until some other child's.
-        gevent.get_hub().loop.install_sigchld()
-        pid = fork_and_watch(on_exit, None, True, launch)
-        child.append(ChildProcess(pid, Pipe(ours[0]), Pipe(ours[1]), Pipe(ours[2])))
-        ours = []
-        return child[0]
+        child = _forked(executable, argv, env, cwd, ours, theirs) if FORK_EXEC else None
+        if child is None:  # posix_spawn, or fork_exec refused its arguments (another CPython's signature)
+            child = _spawned(executable, argv, env, cwd, ours, theirs)
+        ours = []  # the ChildProcess's own now
+        return child
     finally:
         for fd in theirs + ours:
             os.close(fd)
+
+
+FORK_EXEC = _FORK_EXEC is not None  # False: posix_spawn (the fallback; tests run both)
+
+
+def _forked(executable: str, argv: list[str], env: dict[str, str], cwd: str | None, ours: list[int],
+            theirs: list[int]) -> ChildProcess | None:
+    """fork_exec, then the exec's outcome read off its pipe; None when this CPython's fork_exec
+    takes other arguments."""
+    global FORK_EXEC
+    env_list = []
+    for key, value in env.items():
+        name = os.fsencode(key)
+        if b"=" in name:
+            raise ValueError("illegal environment variable name")
+        env_list.append(name + b"=" + os.fsencode(value))
+    executables = (os.fsencode(executable),)
+    outcome_r, outcome_w = _pipe()
+    outcome_w_open = True
+    try:
+        def launch() -> int:
+            # close_fds keeps only the outcome pipe; restore_signals puts SIGPIPE and SIGXFSZ back to
+            # default; setsid; vfork allowed (it is used unless the platform lacks it: then a fork).
+            return _FORK_EXEC(
+                list(argv), executables, True, (outcome_w,), cwd, env_list,
+                theirs[0], ours[0], ours[1], theirs[1], ours[2], theirs[2], outcome_r, outcome_w,
+                True, True, -1, None, None, None, -1, None, True)
+
+        child = _watched(launch)
+        if child is None:
+            FORK_EXEC = False
+            return None
+        # Closed now, not at the hub's next turn as gevent's os.close would (for a descriptor a
+        # watcher might hold): this greenlet waits for the EOF of the very pipe, in that turn.
+        _close_now(outcome_w)
+        outcome_w_open = False
+        for fd in theirs:  # the child has its own copies
+            _close_now(fd)
+        theirs.clear()
+        failure = _exec_outcome(outcome_r, argv[0], cwd)
+        outcome_r = -1
+        if failure is not None:  # the child exits 255; libev reaps it, and the caller closes our ends
+            raise failure
+        proc = ChildProcess(child.pid, Pipe(ours[0]), Pipe(ours[1]), Pipe(ours[2]))
+        child.adopt(proc)
+        return proc
+    finally:
+        if outcome_w_open:
+            _close_now(outcome_w)
+        if outcome_r >= 0:
+            os.close(outcome_r)
+
+
+def _spawned(executable: str, argv: list[str], env: dict[str, str], cwd: str | None, ours: list[int],
+             theirs: list[int]) -> ChildProcess:
+    """posix_spawn (the caller waits until the child has exec'd), through /bin/sh for a work_dir."""
+    if cwd is not None:
+        _check_format(executable if os.path.isabs(executable) else os.path.join(cwd, executable), argv[0])
+        program, args = SHELL, [SHELL, "-c", CD_THEN_EXEC, cwd, executable, *argv[1:]]
+    else:
+        program, args = executable, list(argv)
+    actions: list[tuple] = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(theirs)]
+    closefrom = getattr(os, "POSIX_SPAWN_CLOSEFROM", None)  # Python 3.13+
+    if closefrom is not None:
+        actions.append((closefrom, 3))
+    else:
+        _inherit_nothing(keep=theirs)
+    raw_spawn = monkey.get_original("os", "posix_spawn")  # fork_and_watch watches it, not gevent's wrapper
+    child = _watched(lambda: raw_spawn(program, args, env, file_actions=actions, setsid=True,
+                                       setsigdef=RESET_SIGNALS, setsigmask=()))
+    assert child is not None  # only fork_exec's arguments can be refused
+    proc = ChildProcess(child.pid, Pipe(ours[0]), Pipe(ours[1]), Pipe(ours[2]))
+    child.adopt(proc)
+    return proc
+
+
+class _Launched:
+    """A pid gevent watches, and the ChildProcess its exit is reported to once there is one."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.proc: ChildProcess | None = None
+        self._status = None  # a watcher that fired before adopt()
+
+    def adopt(self, proc: ChildProcess) -> None:
+        self.proc = proc
+        if self._status is not None:
+            proc._reaped(self._status)
+
+    def on_exit(self, watcher) -> None:
+        if self.proc is not None:
+            self.proc._reaped(watcher)
+        else:
+            self._status = watcher
+
+
+def _watched(launch) -> _Launched | None:
+    """Run `launch` (returns a pid) under gevent's child watching; None if fork_exec refused its
+    arguments (a TypeError before any fork)."""
+    launched = _Launched()
+    # Before the launch, as gevent's own Popen does: a child that exits at once must find
+    # libev's SIGCHLD handler in place, or its exit goes unseen until some other child's.
+    gevent.get_hub().loop.install_sigchld()
+    try:
+        launched.pid = fork_and_watch(launched.on_exit, None, True, launch)
+    except TypeError:
+        return None
+    return launched
+
+
+def _exec_outcome(fd: int, command: str, cwd: str | None) -> OSError | None:
+    """What the child wrote on the close-on-exec pipe before exec (nothing: exec succeeded), as
+    subprocess raises it; closes `fd`. Waits cooperatively: only this greenlet waits for the exec."""
+    data = b""
+    try:
+        os.set_blocking(fd, False)
+        while len(data) <= OUTCOME_MAX_BYTES:
+            try:
+                part = os.read(fd, OUTCOME_MAX_BYTES)
+            except BlockingIOError:
+                wait_read(fd)
+                continue
+            if not part:
+                break
+            data += part
+    finally:
+        os.close(fd)
+    if not data:
+        return None
+    name, _, rest = data.partition(b":")
+    code, _, where = rest.partition(b":")
+    try:
+        number = int(code, 16)
+    except ValueError:
+        number = 0
+    if name != b"OSError" or not number:
+        return OSError(errno.EIO, f"the launch failed before exec: {data[:200]!r}")
+    if where == b"noexec:chdir":
+        return OSError(number, os.strerror(number), cwd)
+    if where == b"noexec":
+        return OSError(number, os.strerror(number))
+    return OSError(number, os.strerror(number), command)
 
 
 def _inherit_nothing(keep: list[int]) -> None:

@@ -47,7 +47,7 @@ def spawn(spec: StdioSpec) -> ChildProcess:
     """The server's process, in a session (process group) of its own, with pipes on all three
     streams and only the environment child_env gives it. The one way troupe launches a stdio
     server: the transport's open() and the early start at launch (supervision/early_start.py).
-    posix_spawn, not a fork of troupe: transports/child_process.py says why."""
+    CPython's C spawner, never a fork of troupe in Python: transports/child_process.py says why."""
     try:
         return child_process.spawn([spec.command, *spec.args], child_env(spec.env), spec.work_dir)
     except (OSError, ValueError) as exc:

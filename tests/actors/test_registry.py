@@ -248,3 +248,37 @@ def test_a_first_listing_is_never_held_and_replaces_what_an_earlier_generation_l
     assert published.wait(1.0), "a first listing waited for a hold"
     assert box.current.tool("w__weather").definition["description"] == CHANGED["description"]
     assert box.current.tool("w__forecast") is None  # the held listing was dropped, not taken after it
+
+
+def test_listings_told_in_one_burst_are_published_in_one_snapshot_before_any_waiter_is_told(parts):
+    """50 servers starting at once made 50 snapshots; a burst in the mailbox now makes one, and a
+    listing's waiter (its Connection, which then reports the server ready) finds it published."""
+    registry, box, _ = parts
+    seen: dict[str, bool] = {}
+
+    def waiter(server: str):
+        return lambda: seen.setdefault(server, box.current.tool(f"{server}__weather") is not None)
+
+    names = [f"s{i:02d}" for i in range(20)]
+    first_version = box.current.version
+    for name in names:  # told back to back: the Registry reads them as one burst
+        registry.tell(PublishServer(name, name, (TOOL,), identity=f"stdio:{name}", pin=False,
+                                    on_published=waiter(name)))
+    wait_until(lambda: len(seen) == len(names), 5, message="every waiter told")
+    assert all(seen.values()), "a waiter was told before its tools were published"
+    assert len(box.current.tools) == len(names)
+    assert box.current.version - first_version < len(names) // 2  # one snapshot per burst, not per listing
+    # a listing on its own, after the burst, is published as promptly as before
+    told = gevent.event.Event()
+    registry.tell(PublishServer("late", "late", (TOOL,), identity="stdio:late", pin=False, on_published=told.set))
+    assert told.wait(1.0) and box.current.tool("late__weather") is not None
+
+
+def test_a_registry_stopped_mid_burst_still_answers_every_waiter(parts):
+    registry, box, _ = parts
+    told = []
+    for name in ("a", "b", "c"):
+        registry.tell(PublishServer(name, name, (TOOL,), identity=f"stdio:{name}", pin=False,
+                                    on_published=lambda n=name: told.append(n)))
+    registry.stop()  # stop() queues behind the burst: the listings are taken, then published on the way out
+    assert sorted(told) == ["a", "b", "c"] and len(box.current.tools) == 3

@@ -1,10 +1,14 @@
-"""A stdio server's process as troupe launches it (actors/transports/child_process.py): posix_spawn
-in a session of its own, exactly the environment given, its work_dir, default SIGPIPE, pipes that
+"""A stdio server's process as troupe launches it (actors/transports/child_process.py), by fork_exec
+and by the posix_spawn fallback alike: in a session of its own, exactly the environment given, its work_dir, default SIGPIPE, pipes that
 carry bytes both ways, exit codes as subprocess reports them, and subprocess's own errors for a
 command that cannot run. Each case runs in a fresh patched interpreter: gevent's child watcher
 reaps every child of its process, which pytest's own subprocesses must not meet."""
 from __future__ import annotations
 
+
+from typing import Callable
+
+import pytest
 
 from tests.support.fresh import run_fresh
 
@@ -29,12 +33,23 @@ PRELUDE = ("import json, os, signal, sys\n"
            "        out += chunk\n")
 
 
-def _run(body: str) -> dict:
-    return run_fresh(PRELUDE + body)
+@pytest.fixture(params=["fork_exec", "posix_spawn"])
+def run(request) -> Callable[[str], dict]:
+    """Runs a case's body in a fresh interpreter, launching by the one way chosen."""
+    forks = request.param == "fork_exec"
+    return lambda body: run_fresh(f"{PRELUDE}child_process.FORK_EXEC = {forks}\n{body}"
+                                  f"assert child_process.FORK_EXEC == {forks}\n")
 
 
-def test_bytes_go_both_ways_and_the_exit_code_is_reported():
-    got = _run("p = child_process.spawn(['cat'], ENV)\n"
+def test_this_cpython_launches_by_fork_exec():
+    """The fallback must not quietly take over where fork_exec's arguments are the known ones."""
+    got = run_fresh(PRELUDE + "import sys\np = child_process.spawn(['true'], ENV); p.wait(timeout=10)\n"
+                    "print(json.dumps({'fork_exec': child_process.FORK_EXEC, 'version': list(sys.version_info[:2])}))\n")
+    assert got["fork_exec"] is ((3, 11) <= tuple(got["version"]) <= (3, 13))
+
+
+def test_bytes_go_both_ways_and_the_exit_code_is_reported(run):
+    got = run("p = child_process.spawn(['cat'], ENV)\n"
                "os.write(p.stdin.fileno(), b'hello\\n'); p.stdin.close()\n"
                "echoed = drain(p.stdout)\n"
                "code = p.wait(timeout=10)\n"
@@ -45,8 +60,8 @@ def test_bytes_go_both_ways_and_the_exit_code_is_reported():
     assert got == {"echoed": "hello\n", "code": 0, "err": "oops\n", "code2": 3, "poll": 3}
 
 
-def test_a_session_of_its_own_exactly_the_given_environment_and_default_sigpipe():
-    got = _run("p = child_process.spawn(['sh', '-c', 'env; ps -o sid= -p $$; grep SigIgn /proc/$$/status'], ENV)\n"
+def test_a_session_of_its_own_exactly_the_given_environment_and_default_sigpipe(run):
+    got = run("p = child_process.spawn(['sh', '-c', 'env; ps -o sid= -p $$; grep SigIgn /proc/$$/status'], ENV)\n"
                "out = drain(p.stdout).split('\\n'); p.wait(timeout=10)\n"
                "env = sorted(l for l in out if '=' in l)\n"
                "ign = int([l for l in out if l.startswith('SigIgn')][0].split()[1], 16)\n"
@@ -57,8 +72,8 @@ def test_a_session_of_its_own_exactly_the_given_environment_and_default_sigpipe(
                                                                                            "PATH=/usr/bin:/bin"]
 
 
-def test_work_dir_is_entered_and_the_shell_leaves_no_variables(tmp_path):
-    got = _run(f"p = child_process.spawn(['env'], ENV, {str(tmp_path)!r})\n"
+def test_work_dir_is_entered_and_the_shell_leaves_no_variables(tmp_path, run):
+    got = run(f"p = child_process.spawn(['env'], ENV, {str(tmp_path)!r})\n"
                "env = sorted(drain(p.stdout).split()); code = p.wait(timeout=10)\n"
                f"q = child_process.spawn(['pwd'], ENV, {str(tmp_path)!r})\n"
                "where = drain(q.stdout).strip(); q.wait(timeout=10)\n"
@@ -66,8 +81,8 @@ def test_work_dir_is_entered_and_the_shell_leaves_no_variables(tmp_path):
     assert got == {"env": ["MARK=given", "PATH=/usr/bin:/bin"], "code": 0, "where": str(tmp_path), "pid_kept": True}
 
 
-def test_the_work_dir_shell_becomes_the_server_and_arguments_are_never_parsed(tmp_path):
-    got = _run("import time\n"
+def test_the_work_dir_shell_becomes_the_server_and_arguments_are_never_parsed(tmp_path, run):
+    got = run("import time\n"
                f"p = child_process.spawn(['printf', '%s|', '$HOME', 'a b', '; rm -rf x', '\"q\"'], ENV, {str(tmp_path)!r})\n"
                "printed = drain(p.stdout); p.wait(timeout=10)\n"
                f"s = child_process.spawn(['sleep', '30'], ENV, {str(tmp_path)!r})\n"
@@ -82,8 +97,8 @@ def test_the_work_dir_shell_becomes_the_server_and_arguments_are_never_parsed(tm
     assert got == {"printed": "$HOME|a b|; rm -rf x|\"q\"|", "comm": "sleep", "killed": -9}
 
 
-def test_wait_times_out_as_subprocess_does_and_a_reaped_pid_is_never_signalled():
-    got = _run("p = child_process.spawn(['sleep', '30'], ENV)\n"
+def test_wait_times_out_as_subprocess_does_and_a_reaped_pid_is_never_signalled(run):
+    got = run("p = child_process.spawn(['sleep', '30'], ENV)\n"
                "try:\n"
                "    p.wait(timeout=0.05); timed_out = False\n"
                "except subprocess.TimeoutExpired:\n"
@@ -95,10 +110,10 @@ def test_wait_times_out_as_subprocess_does_and_a_reaped_pid_is_never_signalled()
     assert got == {"timed_out": True, "code": -15}
 
 
-def test_a_command_that_cannot_run_fails_at_launch_with_subprocess_errors(tmp_path):
+def test_a_command_that_cannot_run_fails_at_launch_with_subprocess_errors(tmp_path, run):
     plain = tmp_path / "plain"
     plain.write_text("#!/bin/sh\n")
-    got = _run("def err(*a):\n"
+    got = run("def err(*a):\n"
                "    try:\n"
                "        child_process.spawn(*a)\n"
                "    except OSError as exc:\n"
@@ -115,8 +130,8 @@ def test_a_command_that_cannot_run_fails_at_launch_with_subprocess_errors(tmp_pa
     assert len(got["open_fds"]) < 10  # nothing leaked by the failed launches
 
 
-def test_nothing_of_troupe_s_but_the_three_pipes_is_inherited(tmp_path):
-    got = _run("r, w = os.pipe()\n"
+def test_nothing_of_troupe_s_but_the_three_pipes_is_inherited(tmp_path, run):
+    got = run("r, w = os.pipe()\n"
                "os.set_inheritable(w, True)  # as a library might leave one\n"
                "p = child_process.spawn(['sh', '-c', 'ls /proc/$$/fd'], ENV)\n"
                "fds = sorted(int(x) for x in drain(p.stdout).split()); p.wait(timeout=10)\n"
@@ -127,11 +142,11 @@ def test_nothing_of_troupe_s_but_the_three_pipes_is_inherited(tmp_path):
     assert got["fds"][:3] == [0, 1, 2] and got["fds_in_dir"][:3] == [0, 1, 2]
 
 
-def test_a_file_exec_cannot_run_is_refused_with_or_without_a_work_dir(tmp_path):
+def test_a_file_exec_cannot_run_is_refused_with_or_without_a_work_dir(tmp_path, run):
     plain = tmp_path / "no-shebang"
     plain.write_text("echo this must never run as a shell script > ran\n")
     plain.chmod(0o755)
-    got = _run("def err(*a):\n"
+    got = run("def err(*a):\n"
                "    try:\n"
                "        child_process.spawn(*a).wait(timeout=10)\n"
                "    except OSError as exc:\n"
@@ -140,3 +155,13 @@ def test_a_file_exec_cannot_run_is_refused_with_or_without_a_work_dir(tmp_path):
                f"print(json.dumps({{'plain': err([{str(plain)!r}], ENV), 'in_dir': err(['./no-shebang'], ENV, {str(tmp_path)!r})}}))\n")
     assert got == {"plain": 8, "in_dir": 8}  # ENOEXEC, as subprocess says
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_fork_exec_that_refuses_its_arguments_falls_back_to_posix_spawn(tmp_path):
+    got = run_fresh(PRELUDE + "def other_signature(*args):\n"
+                              "    raise TypeError('fork_exec() takes exactly 22 arguments')\n"
+                              "child_process._FORK_EXEC = other_signature\n"
+                              f"p = child_process.spawn(['pwd'], ENV, {str(tmp_path)!r})\n"
+                              "where = drain(p.stdout).strip(); code = p.wait(timeout=10)\n"
+                              "print(json.dumps({'where': where, 'code': code, 'fork_exec': child_process.FORK_EXEC}))\n")
+    assert got == {"where": str(tmp_path), "code": 0, "fork_exec": False}
