@@ -247,13 +247,10 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
                 if uri not in exposures:  # a view its server does not list: routed all the same
                     exposed = exposures[uri] = _exposed(server, uri, resource_index, references, collisions)
                     references[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({"uri": exposed}))
-        # Within a server, by name: the order a client sees never depends on how an upstream
-        # happened to list (two instances with the same catalogue serve the same pages).
-        _add_named(sl, sorted(sl.tools, key=_by_name), separator, tool_index, collisions, "tool", between, reserved,
-                   shape=lambda item, seen=exposures: apps.with_uris(item, lambda u: seen.get(u, u)),
-                   reuse=reuse, kept=kept)
-        _add_named(sl, sorted(sl.prompts, key=_by_name), separator, prompt_index, collisions, "prompt", between,
-                   reuse=reuse, kept=kept)
+        _add_named(sl, sl.tools, separator, tool_index, collisions, "tool", between, reserved,
+                   shape=(lambda item, seen=exposures: apps.with_uris(item, lambda u: seen.get(u, u)))
+                   if exposures else None, reuse=reuse, kept=kept, context=tuple(exposures.items()))
+        _add_named(sl, sl.prompts, separator, prompt_index, collisions, "prompt", between, reuse=reuse, kept=kept)
         for kind, original in sl.withheld:
             qualified = naming.qualify(sl.prefix, separator, original)
             if kind == "tools" and qualified in reserved:  # the name it would have once approved
@@ -295,12 +292,45 @@ def _exposed(server: str, uri: str, listed: Mapping, referenced: Mapping, collis
     return exposed
 
 
-def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: list, kind: str,
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """One server's tools (or prompts) as a build named them, kept for the next build (in `kept`,
+    under ("block", kind, server)) when nothing of another server touched them: no collision with
+    an earlier server's name, no troupe name taken, no definition reshaped. The next build takes
+    the whole block at once when its listing is the very same tuple, under the same prefix,
+    separator, reserved names and view URIs, and none of its names is taken by then: the entries,
+    their order and the collision lines are what naming each item again would give."""
+
+    source: tuple  # the ServerLists' tools or prompts, by identity
+    context: tuple  # (prefix, separator, reserved, view URI exposures)
+    entries: dict  # name → Entry, in the order the build inserted them
+    collisions: tuple  # this server's own lines ("listed twice")
+    kept: tuple  # its items' (key, (item, entry)) for `kept`
+
+
+def _add_named(sl: ServerLists, source: tuple, separator: str, index: dict, collisions: list, kind: str,
                between: Callable[[], None], reserved: frozenset = frozenset(),
                shape: Callable[[dict], dict] | None = None, reuse: Mapping = MappingProxyType({}),
-               kept: dict | None = None) -> None:
+               kept: dict | None = None, context: tuple = ()) -> None:
+    """Name and index one server's items of one kind, after every earlier server's (see build)."""
+    block_key, context = ("block", kind, sl.server), (sl.prefix, separator, reserved, context)
+    block = reuse.get(block_key)
+    if (block is not None and block.source is source and block.context == context
+            and index.keys().isdisjoint(block.entries)):
+        index.update(block.entries)
+        collisions.extend(block.collisions)
+        if kept is not None:
+            kept.update(block.kept)
+            kept[block_key] = block
+        return
+    first_collision = len(collisions)
+    added: dict[str, Entry] = {}  # this server's, in the order they go into `index`
+    own: list[tuple] = []  # the (key, (item, entry)) this server adds to `kept`
+    alone = True  # named by its own items alone: a block the next build may take whole
     seen: set[str] = set()
-    for item in items:
+    # Within a server, by name: the order a client sees never depends on how an upstream
+    # happened to list (two instances with the same catalogue serve the same pages).
+    for item in sorted(source, key=_by_name):
         between()
         original = item.get("name")
         if not isinstance(original, str) or not original:
@@ -313,6 +343,7 @@ def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: 
         if name in reserved:
             # troupe's own name, in both modes: a client asking for it always reaches troupe's
             # tool, so the server's is renamed as in any collision (a server cannot win it).
+            alone = False
             new = naming.disambiguate(name, sl.server, index.keys() | reserved)
             collisions.append(f"{kind} {name!r} of {sl.server} renamed {new!r} (troupe's own tool keeps it)")
             name = new
@@ -321,6 +352,7 @@ def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: 
             if first.server == sl.server:
                 collisions.append(f"{kind} {original!r} listed twice by {sl.server}; second ignored")
                 continue
+            alone = False
             new = naming.disambiguate(name, sl.server, index)
             collisions.append(f"{kind} {name!r} of {sl.server} renamed {new!r} ({first.server} keeps it)")
             name = new
@@ -331,9 +363,14 @@ def _add_named(sl: ServerLists, items, separator: str, index: dict, collisions: 
             entry = previous[1]
         else:
             entry = Entry(name, sl.server, original, MappingProxyType({**shaped, "name": name}))
-        index[name] = entry
-        if kept is not None and shaped is item:
+        index[name] = added[name] = entry
+        if shaped is not item:
+            alone = False
+        elif kept is not None:
             kept[key] = (item, entry)
+            own.append((key, (item, entry)))
+    if alone and kept is not None:
+        kept[block_key] = _Block(source, context, added, tuple(collisions[first_collision:]), tuple(own))
 
 
 def _same_scheme(a: str, b: str) -> bool:
