@@ -66,6 +66,28 @@ def _cold(kind: str, n: int, budget: float) -> dict:
     return progress
 
 
+QUIET_IDLE = 0.9  # a cold run starts once both cores were this idle over QUIET_WINDOW_S ...
+QUIET_WINDOW_S = 0.1
+QUIET_MAX_WAIT_S = 5.0  # ... or after this long, whatever else the machine is doing
+
+
+def _cpu_idle_and_total() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, all
+
+
+def _quiet() -> None:
+    """Wait (bounded) until the last run's processes have finished exiting and nothing else is busy."""
+    deadline = time.monotonic() + QUIET_MAX_WAIT_S
+    while time.monotonic() < deadline:
+        idle0, total0 = _cpu_idle_and_total()
+        time.sleep(QUIET_WINDOW_S)
+        idle1, total1 = _cpu_idle_and_total()
+        if total1 > total0 and (idle1 - idle0) / (total1 - total0) >= QUIET_IDLE:
+            return
+
+
 def _spawn_floor(n: int, budget: float) -> float:
     """No aggregator: launch n backends at once from here and initialize + list each (what n processes cost)."""
     backend = bench_backend(COLD_TOOLS - 1)
@@ -157,12 +179,20 @@ def cold_start(settings, report: Report) -> dict:
     section = "3 cold start [bench_backend]"
     out: dict = {"tools_per_backend": COLD_TOOLS, "troupe": {}, "fastmcp": {}, "spawn_floor": {}}
     for n in settings.cold_ns:
-        runs = [_cold("troupe", n, settings.cold_budget) for _ in range(settings.cold_reps)]
+        # troupe and its floor alternate, each after the machine went quiet: a difference of the two
+        # medians is troupe's share, and a drift of the machine's load between two blocks of runs
+        # (or the last run's 50 processes still exiting) would land in it otherwise.
+        runs, floors = [], []
+        for _ in range(settings.cold_reps):
+            _quiet()
+            runs.append(_cold("troupe", n, settings.cold_budget))
+            _quiet()
+            floors.append(_spawn_floor(n, settings.cold_budget))
         out["troupe"][n] = {"callable_s": statistics.median(r["callable_s"] for r in runs),
                             "listed_s": statistics.median(r["listed_s"] for r in runs),
                             "initialize_s": statistics.median(r["initialize_s"] for r in runs), "runs": runs}
-        floors = [_spawn_floor(n, settings.cold_budget) for _ in range(settings.cold_reps)]
         out["spawn_floor"][n] = statistics.median(floors)
+        out["spawn_floor_runs"] = {**out.get("spawn_floor_runs", {}), n: floors}
     for n in settings.cold_ns:
         if n > settings.fastmcp_cold_max:
             out["fastmcp"][n] = {"skipped": f"N over {settings.fastmcp_cold_max}"}

@@ -94,7 +94,7 @@ class Settings:
     throughput_warmup: float = 1.0
     throughput_rounds: int = 2
     cold_ns: tuple = (1, 10, 50)
-    cold_reps: int = 3
+    cold_reps: int = 5  # troupe and its spawn floor, alternating: section 3 takes the medians
     cold_budget: float = 120.0
     fastmcp_cold_max: int = 50
     fastmcp_cold_budget: float = 60.0
