@@ -18,7 +18,7 @@ import os
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from actors.catalogue.views import Profile
+from actors.catalogue.profile import Profile
 from actors.settings.model import DEFAULT_CLIENT_SESSIONS, ClientEntry
 
 _PROFILE_KEYS = {"servers", "tools", "read_only", "max_sessions", "rate"}  # rate: settings/rate_section.py

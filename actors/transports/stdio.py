@@ -14,14 +14,11 @@ from loguru import logger
 
 from actors.settings.config import StdioSpec
 from actors.protocol import jsonrpc
-from actors.transports import child_process
 from actors.transports.base import OnClosed, OnMessage, TransportError, TransportGarbage
 from actors.transports.child_process import ChildProcess
+from actors.transports.launch import spawn
 from actors.transports.pipe_writer import PipeWriter
 
-# Variables a child inherits from troupe; everything else must be set in `env`.
-INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME",
-                 "SHELL", "TERM", "SYSTEMROOT", "NODE_PATH", "VIRTUAL_ENV", "PYTHONPATH")
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a bigger line is refused, not parsed
 STDIN_CLOSE_GRACE = 0.5  # after closing stdin, before SIGTERM
 TERM_GRACE = 1.5  # after SIGTERM to the group, before SIGKILL
@@ -35,23 +32,6 @@ DEFAULT_WRITE_STALL = 30.0  # a write that makes no progress this long means the
 GARBAGE_SAMPLE_BYTES = 80  # how much of a non-JSON line is quoted in the log
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 _ID_HEAD_BYTES = 4096
-
-
-def child_env(extra: dict | Any) -> dict:
-    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
-    env.update(extra or {})
-    return env
-
-
-def spawn(spec: StdioSpec) -> ChildProcess:
-    """The server's process, in a session (process group) of its own, with pipes on all three
-    streams and only the environment child_env gives it. The one way troupe launches a stdio
-    server: the transport's open() and the early start at launch (supervision/early_start.py).
-    CPython's C spawner, never a fork of troupe in Python: transports/child_process.py says why."""
-    try:
-        return child_process.spawn([spec.command, *spec.args], child_env(spec.env), spec.work_dir)
-    except (OSError, ValueError) as exc:
-        raise TransportError(f"cannot start {spec.command!r}: {exc}") from None
 
 
 def discard(proc: ChildProcess) -> None:
