@@ -72,6 +72,16 @@ class Pipe:
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
+            if os.close is not _close_now:
+                _turn_the_loop()
+
+
+def _turn_the_loop() -> None:
+    """gevent's os.close (patched) closes a pipe in the loop's check phase, which comes after the
+    loop's next poll: with nothing else due, a server saw its stdin's EOF only once some timer
+    fired (its stop's grace, 0.5 s, with SIGTERM right after). A zero timer ends that poll at once."""
+    timer = gevent.get_hub().loop.timer(0.0)
+    timer.start(timer.close)
 
     def __del__(self) -> None:  # a process dropped unclosed must not leak its descriptors
         try:

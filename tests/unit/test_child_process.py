@@ -165,3 +165,18 @@ def test_a_fork_exec_that_refuses_its_arguments_falls_back_to_posix_spawn(tmp_pa
                               "where = drain(p.stdout).strip(); code = p.wait(timeout=10)\n"
                               "print(json.dumps({'where': where, 'code': code, 'fork_exec': child_process.FORK_EXEC}))\n")
     assert got == {"where": str(tmp_path), "code": 0, "fork_exec": False}
+
+
+def test_a_closed_stdin_reaches_the_server_at_once_even_when_nothing_else_is_due(run):
+    """gevent's os.close waits for the loop's next turn; an idle troupe's server saw its EOF only
+    when a timer fired (the stop's 0.5 s grace, SIGTERM right after): it must see it at once."""
+    got = run("p = child_process.spawn([sys.executable, '-c', 'import sys; sys.stdin.read()'], ENV)\n"
+              "import gevent\n"
+              "gevent.sleep(0.2)  # it is reading stdin by now, and nothing else is due\n"
+              "p.stdin.close()\n"
+              "try:\n"
+              "    code = p.wait(timeout=2.0)\n"
+              "except subprocess.TimeoutExpired:\n"
+              "    code = 'still running'\n"
+              "print(json.dumps({'code': code}))\n")
+    assert got == {"code": 0}
