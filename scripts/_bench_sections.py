@@ -81,9 +81,12 @@ def _quiet() -> None:
     """Wait (bounded) until the last run's processes have finished exiting and nothing else is busy."""
     deadline = time.monotonic() + QUIET_MAX_WAIT_S
     while time.monotonic() < deadline:
-        idle0, total0 = _cpu_idle_and_total()
-        time.sleep(QUIET_WINDOW_S)
-        idle1, total1 = _cpu_idle_and_total()
+        try:
+            idle0, total0 = _cpu_idle_and_total()
+            time.sleep(QUIET_WINDOW_S)
+            idle1, total1 = _cpu_idle_and_total()
+        except OSError:  # no /proc/stat (not Linux): nothing to wait for
+            return
         if total1 > total0 and (idle1 - idle0) / (total1 - total0) >= QUIET_IDLE:
             return
 
