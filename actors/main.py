@@ -69,18 +69,19 @@ def serve(argv: list[str]) -> int:
         return 2
     # The config's stdio servers start now, beside the rest of troupe's own start (the imports
     # below, its logging first): supervision/early_start.py says which and why. Reading the
-    # config and launching import neither loguru nor the catalogue, so the servers start ~40 ms
-    # sooner than after them; with 50 servers, the second core is no longer idle meanwhile.
+    # config and launching import neither loguru nor the catalogue, so the servers start ~25 ms
+    # sooner than after them (one slow to boot, `npx` resolving a package, is ready that much
+    # sooner; 50 fast ones end no sooner: the cores are busy with them then anyway).
     from actors.supervision import early_start
     from actors.trust import ledger
     early = early_start.start(config, ledger.path_for(config))
-    from loguru import logger
-
-    from actors import logs
-    logs.setup(_log_level(args, config.serve.transport), args.log_json)
-    # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
-    sys.stdout = sys.stderr
     try:
+        from loguru import logger
+
+        from actors import logs
+        logs.setup(_log_level(args, config.serve.transport), args.log_json)
+        # stdout belongs to MCP in stdio mode: a stray print from anywhere goes to stderr.
+        sys.stdout = sys.stderr
         from actors.runtime import Runtime
         runtime = Runtime(config, discovery=args.discovery, early=early)
     except BaseException:  # nothing is left running: the early processes live in sessions of their own

@@ -66,20 +66,19 @@ def _cold(kind: str, n: int, budget: float) -> dict:
     return progress
 
 
-QUIET_IDLE = 0.9  # a cold run starts once both cores were this idle over QUIET_WINDOW_S ...
+QUIET_IDLE = 0.9  # a cold run starts once the CPUs were this idle over QUIET_WINDOW_S (or after quiet_wait)
 QUIET_WINDOW_S = 0.1
-QUIET_MAX_WAIT_S = 5.0  # ... or after this long, whatever else the machine is doing
 
 
 def _cpu_idle_and_total() -> tuple[int, int]:
     with open("/proc/stat") as f:
         ticks = [int(v) for v in f.readline().split()[1:]]
-    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, all
+    return ticks[3] + ticks[4], sum(ticks[:8])  # idle + iowait, all (guest time is in user already)
 
 
-def _quiet() -> None:
-    """Wait (bounded) until the last run's processes have finished exiting and nothing else is busy."""
-    deadline = time.monotonic() + QUIET_MAX_WAIT_S
+def _quiet(max_wait: float) -> None:
+    """Wait (at most `max_wait` s) until the last run's processes have exited and nothing else is busy."""
+    deadline = time.monotonic() + max_wait
     while time.monotonic() < deadline:
         try:
             idle0, total0 = _cpu_idle_and_total()
@@ -187,9 +186,9 @@ def cold_start(settings, report: Report) -> dict:
         # (or the last run's 50 processes still exiting) would land in it otherwise.
         runs, floors = [], []
         for _ in range(settings.cold_reps):
-            _quiet()
+            _quiet(settings.quiet_wait)
             runs.append(_cold("troupe", n, settings.cold_budget))
-            _quiet()
+            _quiet(settings.quiet_wait)
             floors.append(_spawn_floor(n, settings.cold_budget))
         out["troupe"][n] = {"callable_s": statistics.median(r["callable_s"] for r in runs),
                             "listed_s": statistics.median(r["listed_s"] for r in runs),

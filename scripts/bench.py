@@ -95,6 +95,7 @@ class Settings:
     throughput_rounds: int = 2
     cold_ns: tuple = (1, 10, 50)
     cold_reps: int = 5  # troupe and its spawn floor, alternating: section 3 takes the medians
+    quiet_wait: float = 5.0  # at most, before each cold run, for the machine to go quiet
     cold_budget: float = 120.0
     fastmcp_cold_max: int = 50
     fastmcp_cold_budget: float = 60.0
@@ -107,7 +108,7 @@ class Settings:
 
 QUICK = Settings(latency_rounds=4, latency_block=12, latency_warmup=10, profile_seconds=2.0,
                  throughput_seconds=1.5, throughput_warmup=0.3, throughput_rounds=1,
-                 cold_ns=(1, 2), cold_reps=1, fastmcp_cold_budget=30.0, catalogue=200, meta_calls=20,
+                 cold_ns=(1, 2), cold_reps=1, quiet_wait=0.0, fastmcp_cold_budget=30.0, catalogue=200, meta_calls=20,
                  rss_ns=(1, 2), rss_settle=0.2, section_timeout=120.0)
 
 SECTIONS = {

@@ -56,7 +56,8 @@ class _Flush:
 class _PublishDue:
     """Told by the Registry to itself after taking a listing: build and publish one snapshot for
     every listing taken before it (a burst: many servers starting at once), then tell each
-    listing's waiter. Each later mailbox message finds those listings published."""
+    listing's waiter. A message before it that needs them published (the ToolsChanged notice's
+    _Flush, a TrustChanged or DropServer, which rebuild) publishes them first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,8 @@ class Registry(pykka.ThreadingActor):
                     self._mark(_diff(old, ServerLists(server, old.prefix)))
             case _Flush():
                 self._flush_timer = None
+                if self._unpublished or self._due:  # the notice names a version that has them
+                    self._publish()
                 self._rebuild()
             case _PublishDue():
                 self._publish_told = False
@@ -172,8 +175,12 @@ class Registry(pykka.ThreadingActor):
         if msg.keep:
             self._keep(msg)
         changed = self._screen(msg, sums, report=True, pause=pause)
+        cost = time.monotonic() - started
+        # The server's next listing waits for this one's cost at once, not only once it is published:
+        # listings it sends meanwhile, in the same burst, are held (the latest wins), not screened.
+        self._hold_after(msg.server, cost)
         waiters = [w for w in (*self._waiting.pop(msg.server, ()), msg.on_published) if w is not None]
-        self._due.append((msg.server, time.monotonic() - started, waiters))
+        self._due.append((msg.server, cost, waiters))
         if changed:
             self._changed |= changed
             self._unpublished = True
@@ -187,13 +194,18 @@ class Registry(pykka.ThreadingActor):
 
     def _publish_done(self, build_cost: float) -> None:
         """After a snapshot holds every listing taken: each one's waiters are told (its Connection
-        then reports the server ready), and its next listing may come once its cost allows."""
+        then reports the server ready), and its next listing may come once its cost, the build's
+        included, allows."""
         due, self._due = self._due, []
-        now, (low, high) = time.monotonic(), REPUBLISH_AFTER
         for server, cost, waiters in due:
-            self._next_at[server] = now + min(high, max(low, (cost + build_cost) / REBUILD_SHARE))
+            if server in self._published:  # not dropped meanwhile
+                self._hold_after(server, cost + build_cost)
             for published in waiters:
                 published()
+
+    def _hold_after(self, server: str, cost: float) -> None:
+        low, high = REPUBLISH_AFTER
+        self._next_at[server] = time.monotonic() + min(high, max(low, cost / REBUILD_SHARE))
 
     def _keep(self, msg: PublishServer) -> None:
         """An on-demand server's listing, as listed (unscreened: a withheld tool stays withheld when it
@@ -318,6 +330,17 @@ class Registry(pykka.ThreadingActor):
         changed, self._changed = frozenset(self._changed), set()
         if changed:
             self.bus.publish(ToolsChanged(lists=changed, version=self.writer.current.version))
+
+    def on_failure(self, *exc_info) -> None:
+        """Crashed (a bug): what the burst took is published if it can be, so its Connections are
+        not left waiting for an answer that cannot come; then as on a stop."""
+        try:
+            if self._due:
+                self._publish()
+        except Exception as exc:  # noqa: BLE001 - what crashed may crash again: the waiters are lost then
+            logger.error("registry: {} listings could not be published after a crash: {}", len(self._due), exc)
+            self._due = []
+        self.on_stop()
 
     def on_stop(self) -> None:
         if self._due:  # listings taken and not yet published: their waiters get their answer

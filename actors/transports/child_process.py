@@ -11,7 +11,7 @@ shell in front of the server. gevent watches the child as it does its own (geven
 libev's SIGCHLD handling reaps it, and waiting for it is cooperative.
 
 fork_exec is CPython's private entry to subprocess, called here with the arguments of CPython
-3.11 to 3.13. Where it takes others (3.10, 3.14) the launch falls back to os.posix_spawn, which
+3.11 to 3.13 (FORK_EXEC). On other versions (3.10, 3.14) the launch is os.posix_spawn's, which
 cannot change the child's directory: a server with a `work_dir` then starts as
 `/bin/sh -c 'cd DIR && exec COMMAND ARGS'`: the shell changes directory and becomes the server
 (same pid, same session; its argv[0] is the command's full path); its arguments pass as "$@",
@@ -29,6 +29,7 @@ import fcntl
 import os
 import signal
 import subprocess
+import sys
 from typing import Any
 
 import gevent
@@ -75,6 +76,14 @@ class Pipe:
             if os.close is not _close_now:
                 _turn_the_loop()
 
+    def __del__(self) -> None:  # a process dropped unclosed must not leak its descriptors
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            try:
+                _close_now(fd)  # no watcher can hold a dropped pipe; and no hub from a finalizer
+            except Exception:  # noqa: BLE001 - at interpreter exit os itself may be gone
+                pass
+
 
 def _turn_the_loop() -> None:
     """gevent's os.close (patched) closes a pipe in the loop's check phase, which comes after the
@@ -82,12 +91,6 @@ def _turn_the_loop() -> None:
     fired (its stop's grace, 0.5 s, with SIGTERM right after). A zero timer ends that poll at once."""
     timer = gevent.get_hub().loop.timer(0.0)
     timer.start(timer.close)
-
-    def __del__(self) -> None:  # a process dropped unclosed must not leak its descriptors
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - at interpreter exit os itself may be gone
-            pass
 
 
 class ChildProcess:
@@ -141,9 +144,7 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
             r, w = _pipe()
             ours.append(w if not theirs else r)
             theirs.append(r if not theirs else w)
-        child = _forked(executable, argv, env, cwd, ours, theirs) if FORK_EXEC else None
-        if child is None:  # posix_spawn, or fork_exec refused its arguments (another CPython's signature)
-            child = _spawned(executable, argv, env, cwd, ours, theirs)
+        child = (_forked if FORK_EXEC else _spawned)(executable, argv, env, cwd, ours, theirs)
         ours = []  # the ChildProcess's own now
         return child
     finally:
@@ -151,14 +152,14 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Child
             os.close(fd)
 
 
-FORK_EXEC = _FORK_EXEC is not None  # False: posix_spawn (the fallback; tests run both)
+# fork_exec takes 23 arguments, allow_vfork last, in CPython 3.11 to 3.13 (3.10 has neither
+# pgid_to_set nor allow_vfork, 3.14 no allow_vfork); elsewhere posix_spawn. Tests run both.
+FORK_EXEC = _FORK_EXEC is not None and (3, 11) <= sys.version_info[:2] <= (3, 13)
 
 
 def _forked(executable: str, argv: list[str], env: dict[str, str], cwd: str | None, ours: list[int],
-            theirs: list[int]) -> ChildProcess | None:
-    """fork_exec, then the exec's outcome read off its pipe; None when this CPython's fork_exec
-    takes other arguments."""
-    global FORK_EXEC
+            theirs: list[int]) -> ChildProcess:
+    """fork_exec, then the exec's outcome read off its pipe."""
     env_list = []
     for key, value in env.items():
         name = os.fsencode(key)
@@ -178,9 +179,6 @@ def _forked(executable: str, argv: list[str], env: dict[str, str], cwd: str | No
                 True, True, -1, None, None, None, -1, None, True)
 
         child = _watched(launch)
-        if child is None:
-            FORK_EXEC = False
-            return None
         # Closed now, not at the hub's next turn as gevent's os.close would (for a descriptor a
         # watcher might hold): this greenlet waits for the EOF of the very pipe, in that turn.
         _close_now(outcome_w)
@@ -188,8 +186,8 @@ def _forked(executable: str, argv: list[str], env: dict[str, str], cwd: str | No
         for fd in theirs:  # the child has its own copies
             _close_now(fd)
         theirs.clear()
-        failure = _exec_outcome(outcome_r, argv[0], cwd)
-        outcome_r = -1
+        fd, outcome_r = outcome_r, -1  # _exec_outcome closes it, whatever happens
+        failure = _exec_outcome(fd, argv[0], cwd)
         if failure is not None:  # the child exits 255; libev reaps it, and the caller closes our ends
             raise failure
         proc = ChildProcess(child.pid, Pipe(ours[0]), Pipe(ours[1]), Pipe(ours[2]))
@@ -219,7 +217,6 @@ def _spawned(executable: str, argv: list[str], env: dict[str, str], cwd: str | N
     raw_spawn = monkey.get_original("os", "posix_spawn")  # fork_and_watch watches it, not gevent's wrapper
     child = _watched(lambda: raw_spawn(program, args, env, file_actions=actions, setsid=True,
                                        setsigdef=RESET_SIGNALS, setsigmask=()))
-    assert child is not None  # only fork_exec's arguments can be refused
     proc = ChildProcess(child.pid, Pipe(ours[0]), Pipe(ours[1]), Pipe(ours[2]))
     child.adopt(proc)
     return proc
@@ -245,17 +242,13 @@ class _Launched:
             self._status = watcher
 
 
-def _watched(launch) -> _Launched | None:
-    """Run `launch` (returns a pid) under gevent's child watching; None if fork_exec refused its
-    arguments (a TypeError before any fork)."""
+def _watched(launch) -> _Launched:
+    """Run `launch` (returns a pid) under gevent's child watching."""
     launched = _Launched()
     # Before the launch, as gevent's own Popen does: a child that exits at once must find
     # libev's SIGCHLD handler in place, or its exit goes unseen until some other child's.
     gevent.get_hub().loop.install_sigchld()
-    try:
-        launched.pid = fork_and_watch(launched.on_exit, None, True, launch)
-    except TypeError:
-        return None
+    launched.pid = fork_and_watch(launched.on_exit, None, True, launch)
     return launched
 
 

@@ -282,3 +282,50 @@ def test_a_registry_stopped_mid_burst_still_answers_every_waiter(parts):
                                     on_published=lambda n=name: told.append(n)))
     registry.stop()  # stop() queues behind the burst: the listings are taken, then published on the way out
     assert sorted(told) == ["a", "b", "c"] and len(box.current.tools) == 3
+
+
+def test_a_notice_due_behind_an_unpublished_burst_names_a_version_that_holds_it():
+    """The ToolsChanged notice's _Flush can sit in the mailbox between a listing and the burst's
+    _PublishDue: it publishes what was taken first, or the notice would name the version before
+    the new tools, and the sessions that read it would find nothing changed."""
+    from actors.catalogue.registry import _Flush
+    from actors.events.kinds import ToolsChanged
+    bus = EventBus.start()
+    box, writer = Published.create(Catalogue())
+    notices: list = []
+    client = BusClient(bus)
+    client.subscribe("test", lambda event: isinstance(event, ToolsChanged) and notices.append(event))
+    registry = Registry.start(writer, client, "__")
+    try:
+        registry.tell(PublishServer("a", "a", (TOOL,), identity="stdio:a", pin=False))
+        registry.tell(_Flush())  # behind the listing, ahead of the _PublishDue it tells itself
+        wait_until(lambda: notices, 5, message="a notice")
+        assert box.current.tool("a__weather") is not None
+        assert notices[0].version == box.current.version and "tools" in notices[0].lists
+    finally:
+        pykka.ActorRegistry.stop_all()
+
+
+def test_a_servers_listings_in_one_burst_are_held_after_the_first_as_before(parts):
+    """Within one burst the hold starts with the first listing taken, not once it is published:
+    the server's next listings wait, and the latest of them wins."""
+    registry, box, _ = parts
+    told = gevent.event.Event()
+    registry.tell(PublishServer("w", "w", (TOOL,), identity="stdio:w", pin=False, on_published=told.set))
+    for description in ("one", "two", "three"):
+        registry.tell(PublishServer("w", "w", ({**TOOL, "description": description},), identity="stdio:w",
+                                    pin=False))
+    assert told.wait(2.0)
+    assert box.current.tool("w__weather").definition["description"] == TOOL["description"]  # the rest held
+    wait_until(lambda: box.current.tool("w__weather").definition["description"] == "three", 5,
+               message="the latest held listing taken once its hold ended")
+
+
+def test_a_server_dropped_in_the_middle_of_a_burst_is_gone_and_its_waiter_answered(parts):
+    registry, box, _ = parts
+    told = gevent.event.Event()
+    registry.tell(PublishServer("w", "w", (TOOL,), identity="stdio:w", pin=False, on_published=told.set))
+    registry.tell(DropServer("w"))
+    assert told.wait(2.0)
+    wait_until(lambda: box.current.tool("w__weather") is None, 5, message="dropped")
+    assert "w" not in registry._actor_weakref()._next_at  # no hold kept for a server that is gone
