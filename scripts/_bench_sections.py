@@ -179,7 +179,8 @@ def cold_start(settings, report: Report) -> dict:
     print("\n== 3. cold start: launch until every tool of N stdio backends is callable", flush=True)
     bytecode_first(report)
     section = "3 cold start [bench_backend]"
-    out: dict = {"tools_per_backend": COLD_TOOLS, "troupe": {}, "fastmcp": {}, "spawn_floor": {}}
+    out: dict = {"tools_per_backend": COLD_TOOLS, "troupe": {}, "fastmcp": {}, "spawn_floor": {},
+                 "spawn_floor_runs": {}}
     for n in settings.cold_ns:
         # troupe and its floor alternate, each after the machine went quiet: a difference of the two
         # medians is troupe's share, and a drift of the machine's load between two blocks of runs
@@ -194,7 +195,7 @@ def cold_start(settings, report: Report) -> dict:
                             "listed_s": statistics.median(r["listed_s"] for r in runs),
                             "initialize_s": statistics.median(r["initialize_s"] for r in runs), "runs": runs}
         out["spawn_floor"][n] = statistics.median(floors)
-        out["spawn_floor_runs"] = {**out.get("spawn_floor_runs", {}), n: floors}
+        out["spawn_floor_runs"][n] = floors
     for n in settings.cold_ns:
         if n > settings.fastmcp_cold_max:
             out["fastmcp"][n] = {"skipped": f"N over {settings.fastmcp_cold_max}"}

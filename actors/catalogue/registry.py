@@ -108,9 +108,10 @@ class Registry(pykka.ThreadingActor):
         self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
         self._kept: dict[str, bytes] = {}  # identity → the on-demand listing last told to the keeper
         self._entries: dict = {}  # the last build's entries, for the next to reuse (catalogue.build)
-        self._unpublished = False  # lists screened since the last snapshot: a _PublishDue publishes them
         self._publish_told = False  # a _PublishDue is in the mailbox
-        self._due: list[tuple[str, float, list]] = []  # (server, its screening's cost, waiters) until published
+        # (server, its screening's cost, waiters) of each listing taken since the last snapshot, in
+        # which a listing that changed lists waits: a _PublishDue (or an earlier rebuild) publishes them
+        self._due: list[tuple[str, float, list]] = []
 
     def on_receive(self, message):
         match message:
@@ -136,12 +137,12 @@ class Registry(pykka.ThreadingActor):
                     self._mark(_diff(old, ServerLists(server, old.prefix)))
             case _Flush():
                 self._flush_timer = None
-                if self._unpublished or self._due:  # the notice names a version that has them
+                if self._due:  # the notice names a version that has them
                     self._publish()
                 self._rebuild()
             case _PublishDue():
                 self._publish_told = False
-                if self._unpublished or self._due:
+                if self._due:
                     self._publish()
             case _:
                 logger.warning("registry: unknown message {!r}", message)
@@ -174,18 +175,18 @@ class Registry(pykka.ThreadingActor):
         self._published[msg.server] = (msg, sums)
         if msg.keep:
             self._keep(msg)
-        changed = self._screen(msg, sums, report=True, pause=pause)
+        changed = self._screen(msg, sums, report=True, pause=pause)  # may publish (instructions alone)
         cost = time.monotonic() - started
         # The server's next listing waits for this one's cost at once, not only once it is published:
         # listings it sends meanwhile, in the same burst, are held (the latest wins), not screened.
         self._hold_after(msg.server, cost)
         waiters = [w for w in (*self._waiting.pop(msg.server, ()), msg.on_published) if w is not None]
+        pending = bool(self._due)  # an earlier listing of this burst changed lists: a snapshot is due
         self._due.append((msg.server, cost, waiters))
         if changed:
             self._changed |= changed
-            self._unpublished = True
             self._debounce_notice()
-        if not self._unpublished:
+        if not (changed or pending):
             self._publish_done(0.0)  # nothing to build: its waiters are told at once
         elif not self._publish_told:
             self._publish_told = tell(self.actor_ref, _PublishDue())
@@ -316,7 +317,6 @@ class Registry(pykka.ThreadingActor):
                               between=pause, approve=self._approve, reuse=self._entries, kept=kept)
         self._entries = kept
         self.writer.publish(views.with_views(cat, self.profiles, between=pause))
-        self._unpublished = False
         self._publish_done(time.monotonic() - started)  # whatever was taken since is in this one
 
     def _pause(self):

@@ -249,7 +249,7 @@ def build(lists: Mapping[str, ServerLists], separator: str, version: int,
                     references[exposed] = ResourceEntry(exposed, server, uri, MappingProxyType({"uri": exposed}))
         _add_named(sl, sl.tools, separator, tool_index, collisions, "tool", between, reserved,
                    shape=(lambda item, seen=exposures: apps.with_uris(item, lambda u: seen.get(u, u)))
-                   if exposures else None, reuse=reuse, kept=kept, context=tuple(exposures.items()))
+                   if exposures else None, reuse=reuse, kept=kept, exposed=tuple(exposures.items()))
         _add_named(sl, sl.prompts, separator, prompt_index, collisions, "prompt", between, reuse=reuse, kept=kept)
         for kind, original in sl.withheld:
             qualified = naming.qualify(sl.prefix, separator, original)
@@ -311,9 +311,10 @@ class _Block:
 def _add_named(sl: ServerLists, source: tuple, separator: str, index: dict, collisions: list, kind: str,
                between: Callable[[], None], reserved: frozenset = frozenset(),
                shape: Callable[[dict], dict] | None = None, reuse: Mapping = MappingProxyType({}),
-               kept: dict | None = None, context: tuple = ()) -> None:
-    """Name and index one server's items of one kind, after every earlier server's (see build)."""
-    block_key, context = ("block", kind, sl.server), (sl.prefix, separator, reserved, context)
+               kept: dict | None = None, exposed: tuple = ()) -> None:
+    """Name and index one server's items of one kind, after every earlier server's (see build).
+    `exposed`: the view URIs `shape` rewrites to, as (URI, URI shown) pairs."""
+    block_key, context = ("block", kind, sl.server), (sl.prefix, separator, reserved, exposed)
     block = reuse.get(block_key)
     if (block is not None and block.source is source and block.context == context
             and index.keys().isdisjoint(block.entries)):

@@ -40,7 +40,7 @@ from gevent.socket import wait_read
 
 try:  # CPython's C half of subprocess, on every POSIX system; called with the arguments of 3.11-3.13
     from _posixsubprocess import fork_exec as _fork_exec_in_c
-except ImportError:  # pragma: no cover - another interpreter: posix_spawn
+except ImportError:  # another interpreter: posix_spawn (FORK_EXEC False, as the tests also run)
     _fork_exec_in_c = None
 _FORK_EXEC: Any = _fork_exec_in_c  # its stub follows the newest CPython; it is called as the running one takes
 
