@@ -36,6 +36,8 @@ def test_a_read_cancelled_while_its_server_restarts_is_never_answered_nor_sent_a
                15, message="the server back")
     # a read sent now is the server's second one: the cancelled read was not sent again before it
     assert t.request("resources/read", {"uri": "flaky://doc"}, timeout=30)["result"]["contents"][0]["text"] == "the doc"
+    # the server's stderr reaches troupe's log beside, not before, the answer: read it once it has come
+    wait_until(lambda: sum(READ in line for line in t.stderr) >= 2, 10, message="the second read's log line")
     assert sum(READ in line for line in t.stderr) == 2
     assert not any(m.get("id") == rid for m in t.received)  # no answer to the cancelled request
 
