@@ -5,10 +5,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from actors.off_hub import blocking
+
 
 def write_private(path: str | Path, blob: bytes, prefix: str) -> None:
     """Replace `path` with `blob`: a 0600 temporary file in the same directory (mkstemp creates it
-    0600), fsync, rename over. A reader sees the old file or the new one, never half of one."""
+    0600), fsync, rename over. A reader sees the old file or the new one, never half of one. The
+    fsync waits for the disk off the hub (actors/off_hub.py): only the writing greenlet waits."""
     folder = os.path.dirname(str(path)) or "."
     os.makedirs(folder, mode=0o700, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=folder)
@@ -17,7 +20,7 @@ def write_private(path: str | Path, blob: bytes, prefix: str) -> None:
             os.fchmod(fh.fileno(), 0o600)
             fh.write(blob)
             fh.flush()
-            os.fsync(fh.fileno())
+            blocking(os.fsync, fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

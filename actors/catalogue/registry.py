@@ -104,7 +104,6 @@ class Registry(pykka.ThreadingActor):
         self._flush_timer: gevent.Greenlet | None = None
         self._held: dict[str, PublishServer] = {}  # server → its latest listing, waiting for its hold
         self._holds: dict[str, gevent.Greenlet] = {}  # server → the timer that ends its hold
-        self._waiting: dict[str, list] = {}  # server → on_published of held listings a later one replaced
         self._next_at: dict[str, float] = {}  # server → when its next listing may be taken (monotonic)
         self._kept: dict[str, bytes] = {}  # identity → the on-demand listing last told to the keeper
         self._entries: dict = {}  # the last build's entries, for the next to reuse (catalogue.build)
@@ -159,10 +158,7 @@ class Registry(pykka.ThreadingActor):
         if msg.server not in self._holds and wait <= 0:
             self._take(msg)
             return
-        replaced = self._held.get(msg.server)
-        if replaced is not None and replaced.on_published is not None:
-            self._waiting.setdefault(msg.server, []).append(replaced.on_published)  # told when the latest is
-        self._held[msg.server] = msg
+        self._held[msg.server] = msg  # never one with a waiter: those were taken above
         if msg.server not in self._holds:
             self._holds[msg.server] = gevent.spawn_later(wait, self._tell_release, msg.server)
 
@@ -180,7 +176,7 @@ class Registry(pykka.ThreadingActor):
         # The server's next listing waits for this one's cost at once, not only once it is published:
         # listings it sends meanwhile, in the same burst, are held (the latest wins), not screened.
         self._hold_after(msg.server, cost)
-        waiters = [w for w in (*self._waiting.pop(msg.server, ()), msg.on_published) if w is not None]
+        waiters = [msg.on_published] if msg.on_published is not None else []
         pending = bool(self._due)  # an earlier listing of this burst changed lists: a snapshot is due
         self._due.append((msg.server, cost, waiters))
         if changed:
@@ -222,7 +218,6 @@ class Registry(pykka.ThreadingActor):
 
     def _unhold(self, server: str) -> None:
         self._held.pop(server, None)
-        self._waiting.pop(server, None)  # a dropped server's Connection is stopping: nobody waits
         timer = self._holds.pop(server, None)
         if timer is not None:
             timer.kill(block=False)

@@ -19,8 +19,8 @@ never parsed by the shell. On either path the command is looked up here first, o
 PATH as subprocess would, so a missing one fails at launch with subprocess's own error; a file
 exec cannot run (no #!, not ELF) is refused, never run by a shell as a script. As with
 subprocess's close_fds, the server inherits its three pipes and nothing else. The pipes are raw
-file descriptors: the transport reads and writes them without buffered file objects (~16 KiB
-less per server).
+file descriptors: the transport reads and writes them without buffered file objects (tracemalloc:
+three of gevent's file objects take ~36 KiB a server, three Pipes 0.4 KiB).
 """
 from __future__ import annotations
 

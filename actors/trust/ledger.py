@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import orjson
 
+from actors.off_hub import blocking
 from actors.private_files import write_private
 
 FORMAT_VERSION = 1
@@ -157,7 +158,10 @@ class Ledger:
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self._lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another process writes the file: wait for it off the hub
+                blocking(fcntl.flock, lock, fcntl.LOCK_EX)
             try:
                 yield
             finally:
