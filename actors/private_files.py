@@ -20,7 +20,7 @@ def write_private(path: str | Path, blob: bytes, prefix: str) -> None:
             os.fchmod(fh.fileno(), 0o600)
             fh.write(blob)
             fh.flush()
-            blocking(os.fsync, fh.fileno())
+            blocking(os.fsync, fh)  # the file, not its number: a late worker finds it closed, not reused
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -90,7 +90,9 @@ class TrustKeeper(pykka.ThreadingActor):
             self._poller.kill(block=False)
         if self._flush_timer is not None:
             self._flush_timer.kill(block=False)
-        self._flush()  # pins seen this run are kept
+        # Pins seen this run are kept. Its lock, if another process holds it, is waited for off the
+        # hub (actors/off_hub.py): a holder slower than the runtime's stop deadline loses this write.
+        self._flush()
         if self._recorded is not None:
             try:
                 running.remove(self._record_path)

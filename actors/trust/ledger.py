@@ -160,7 +160,9 @@ class Ledger:
         with open(self._lock_path, "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # another process writes the file: wait for it off the hub
+            except BlockingIOError:  # another writer holds it: wait for it off the hub, never in place
+                # (a second runtime in this process may hold it across its fsync's wait in the pool,
+                # which the hub, held by a blocking flock, would never let it finish)
                 blocking(fcntl.flock, lock, fcntl.LOCK_EX)
             try:
                 yield

@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 
 import gevent
 import gevent.event
@@ -17,8 +16,8 @@ from actors import off_hub, private_files
 from actors.trust import ledger
 from tests.support import wait_until
 
-_blocking_sleep = monkey.get_original("time", "sleep")  # holds the OS thread, as a slow disk would
 _os_thread = monkey.get_original("_thread", "get_ident")  # the OS thread's id (gevent's is the greenlet's)
+_NativeEvent = monkey.get_original("threading", "Event")  # waits in the worker thread, set from a greenlet
 
 
 class _Ticker:
@@ -38,26 +37,26 @@ class _Ticker:
 
 
 def test_a_slow_fsync_holds_only_the_writing_greenlet(tmp_path, monkeypatch):
+    """The fsync waits (here until the test lets it go) while this greenlet keeps running: on the hub
+    it could not, and the fsync would give up after 5 s with `released` unset."""
     real_fsync = os.fsync
     fsyncing: list[int] = []  # the OS thread it ran in: appended there, read by the test's polls
+    released = _NativeEvent()
+    outcome: list[bool] = []
 
-    def slow_fsync(fd: int) -> None:
+    def slow_fsync(fd) -> None:
         fsyncing.append(_os_thread())
-        _blocking_sleep(0.4)
+        outcome.append(released.wait(5.0))  # a disk that answers when told
         real_fsync(fd)
     monkeypatch.setattr(os, "fsync", slow_fsync)
-    ticker = _Ticker()
-    try:
-        target = tmp_path / "private" / "record.json"
-        writer = gevent.spawn(private_files.write_private, target, b'{"a": 1}', ".record-")
-        wait_until(lambda: fsyncing, 5, message="the fsync began")
-        before = ticker.ticks
-        writer.get(timeout=5)
-        assert fsyncing != [_os_thread()], "the fsync ran in the hub's own thread"
-        # ~80 turns of 5 ms fit in the 0.4 s fsync; on the hub there would be none
-        assert ticker.ticks - before >= 20, f"the hub was held: {ticker.ticks - before} turns during the fsync"
-    finally:
-        ticker.stop()
+    target = tmp_path / "private" / "record.json"
+    writer = gevent.spawn(private_files.write_private, target, b'{"a": 1}', ".record-")
+    wait_until(lambda: fsyncing, 5, message="the fsync began")
+    assert not writer.ready()
+    released.set()  # from this greenlet, while the fsync still waits
+    writer.get(timeout=10)
+    assert outcome == [True], "the fsync was not released by the test: the hub was held"
+    assert fsyncing != [_os_thread()], "the fsync ran in the hub's own thread"
     assert target.read_bytes() == b'{"a": 1}'
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert [p.name for p in target.parent.iterdir()] == ["record.json"]  # no temporary file left
@@ -68,22 +67,20 @@ def test_an_approvals_file_locked_by_another_process_is_waited_for_off_the_hub(t
     book = ledger.Ledger(str(path))
     book.update(lambda data: None)  # the file and its lock file exist
     holder = subprocess.Popen(
-        # it holds the lock until told, or 3 s at most (a hub held by the wait must not deadlock the test)
+        # it holds the lock until told, or 10 s at most (a hub held by the wait must not deadlock the test)
         [sys.executable, "-c", "import fcntl, select, sys\n"
          "lock = open(sys.argv[1], 'a'); fcntl.flock(lock, fcntl.LOCK_EX)\n"
-         "print('held', flush=True); select.select([sys.stdin], [], [], 3.0)", str(book._lock_path)],
+         "print('held', flush=True); select.select([sys.stdin], [], [], 10.0)", str(book._lock_path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     ticker = _Ticker()
     try:
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline().strip() == b"held"
         updating = gevent.spawn(book.update, lambda data: data.setdefault("note", "written"))
-        deadline = time.monotonic() + 0.3
         before = ticker.ticks
-        while time.monotonic() < deadline:
-            gevent.sleep(0.01)
+        # a held hub ticks no more until the holder gives up (10 s), and by then the update is done
+        wait_until(lambda: ticker.ticks - before >= 15, 8, message="greenlets ran while the lock was waited for")
         assert not updating.ready(), "the update went ahead while another process held the lock"
-        assert ticker.ticks - before >= 15, "the hub was held while the lock was waited for"
         holder.stdin.write(b"\n")
         holder.stdin.flush()
         updating.get(timeout=10)
