@@ -37,7 +37,9 @@ def write(path: Path, approvals_path: str, config_file: str | None, servers: Map
     blob = orjson.dumps({"pid": os.getpid(), "started": _start_time(os.getpid()), "config": config_file,
                          "approvals_file": approvals_path, "written_at": time.time(), "servers": servers},
                         option=orjson.OPT_SORT_KEYS)
-    write_private(path, blob, ".running-")
+    # Not durable: a record is rewritten as the servers change and a crash leaves a stale one anyway
+    # (live() skips it, prune() removes it), so it needs no fsync, nor a worker thread to wait for one.
+    write_private(path, blob, ".running-", durable=False)
 
 
 def remove(path: Path) -> None:
