@@ -79,8 +79,8 @@ class Troupe:
     # ---------------------------------------------------------------- requests through the session
 
     def _request(self, method: str, params: dict, timeout: float, error: type = McpError) -> dict:
-        import pykka
         from actors.messages import ClientMessage
+        from actors.tells import tell
         if self._stopped:
             raise RuntimeError("this troupe handle is stopped")
         rid = next(self._ids)
@@ -93,10 +93,8 @@ class Troupe:
         def sink(message: dict) -> None:  # runs in an actor's greenlet: only hand the answer over
             if "method" not in message and not answer.ready():
                 answer.set(message)
-        try:
-            self._session.tell(ClientMessage(message, sink))
-        except pykka.ActorDeadError:
-            raise RuntimeError("this troupe handle is stopped") from None
+        if not tell(self._session, ClientMessage(message, sink)):
+            raise RuntimeError("this troupe handle is stopped")
         self._pending[rid] = answer
         try:
             answer.wait(timeout)

@@ -57,7 +57,5 @@ def tick_every(engine: pykka.ActorRef, interval: float) -> None:
     """Tell the engine Tick every `interval` seconds until it is gone (a greenlet)."""
     while True:
         gevent.sleep(interval)
-        try:
-            engine.tell(Tick())
-        except pykka.ActorDeadError:
+        if not tell(engine, Tick()):
             return

@@ -198,9 +198,7 @@ class DiscoveryEngine(pykka.ThreadingActor):
         if self._health_ref is None:
             fail(message.reply, RuntimeError("health checking is off (discovery.health.enabled: false)"))
             return
-        try:
-            self._health_ref.tell(message)
-        except pykka.ActorDeadError:
+        if not tell(self._health_ref, message):
             fail(message.reply, RuntimeError("the health checker has stopped"))
 
     # ---------------------------------------------------------------- cycles
@@ -237,10 +235,9 @@ class DiscoveryEngine(pykka.ThreadingActor):
         futures, failed = {}, {}
         for name, ref in self._providers.items():
             future = pykka.ThreadingFuture()
-            try:
-                ref.tell(Discover(future))
+            if tell(ref, Discover(future)):
                 futures[name] = future
-            except pykka.ActorDeadError:
+            else:
                 failed[name] = f"{name}: provider is not running"
         self._greenlets = [g for g in self._greenlets if not g.dead]
         self._greenlets.append(gevent.spawn(collect, self.actor_ref, self._cycle, futures,

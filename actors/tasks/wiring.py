@@ -45,8 +45,9 @@ def task_status(ref: pykka.ActorRef | None, timeout: float = STATS_TIMEOUT) -> d
     if ref is None:
         return {}
     future = pykka.ThreadingFuture()
+    if not tell(ref, GetTaskStats(future)):
+        return {"error": "the task keeper did not answer: ActorDeadError"}
     try:
-        ref.tell(GetTaskStats(future))
         return future.get(timeout=timeout)
     except (pykka.ActorDeadError, pykka.Timeout) as exc:
         return {"error": f"the task keeper did not answer: {type(exc).__name__}"}
