@@ -41,7 +41,7 @@ from actors.upstream.server_messages import ServerMessages
 from actors.upstream.stats import LogBudget, ServerStats
 from actors.upstream.subscriptions import UpstreamSubscriptions
 from actors.upstream.waiting import WaitingLine
-from actors.tells import tell
+from actors.tells import tell, unread_tells
 
 ID_PREVIEW_CHARS = 60  # how much of an unusable id a log line quotes
 # troupe's own requests that say nothing of the server's health when they time out
@@ -127,8 +127,10 @@ class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.Thre
         if self._idle_timer is not None:
             self._idle_timer.kill(block=False)
         self.modern.close()
+        unread = unread_tells(self)
+        self._settle_unread_answers(unread)
         self._fail_all(f"{self.config.name}: connection stopped")
-        self._answer_unread()
+        self._answer_unread(unread)
         # Its totals outlive it: the supervisor adds them to the server's (False: troupe is stopping).
         tell(self.supervisor, ConnectionRetired(self.config.name, self.generation, self.stats.snapshot()))
         if self.transport is not None:
@@ -390,12 +392,42 @@ class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.Thre
         # False: the supervisor stopped, and with it every connection it would restart.
         tell(self.supervisor, ConnectionFailed(self.config.name, self.generation, reason))
 
-    def _fail_all(self, message: str) -> None:
-        lost = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name, link_lost=True)
+    def _settle_unread_answers(self, unread: list) -> None:
+        """Answers and link failures the transport delivered before this stop was handled, still
+        in the mailbox behind it: each settles its call with what really happened. Failed as
+        "connection stopped" instead, a call an owner's relay endpoint refused to connect for
+        read as one that may have run there (a FailoverFront then would not send it on). The
+        waiting line goes first, as never sent: a settled call must not free a slot for one."""
+        self._answer_waiting(f"{self.config.name}: connection stopped")
+        for message in unread:
+            msg = message.message if isinstance(message, Inbound) else None
+            pending = self.requests.get(_answered_id(msg))
+            if pending is not None and pending.counted:  # a client's call; troupe's own requests end below
+                self._inbound(msg)
+
+    def _answer_waiting(self, message: str) -> None:
+        """The calls waiting beyond max_in_flight never left troupe: answered as unsent, so a
+        FailoverFront or Session may send them on without running anything twice."""
+        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{message} before the call was sent",
+                               server=self.config.name, link_lost=True, link="unsent")
         for fwd in self.waiting.clear():
             try:
-                fwd.on_reply(lost)
+                fwd.on_reply(unsent)
             except Exception:
                 self.log.exception("reply handler failed")
+
+    def _fail_all(self, message: str) -> None:
+        lost = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name, link_lost=True)
+        self._answer_waiting(message)
         self.server_messages.clear()
         self.requests.fail_all(lost)
+
+
+def _answered_id(msg: Any) -> Any:
+    """The id of the request a message from the transport settles (a response, or a LinkFailure
+    saying whether it was sent); None for anything else (None is no pending id of troupe's)."""
+    if isinstance(msg, LinkFailure):
+        return msg.request_id
+    if isinstance(msg, dict) and "method" not in msg:
+        return msg.get("id")
+    return None

@@ -22,7 +22,7 @@ from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc
 from actors.protocol.modern_client import LISTEN
 from actors.supervision.demand import ConnectionIdle, ConnectionIdled, StopIdle
-from actors.tells import tell, unread_tells
+from actors.tells import tell
 
 
 STANDING = (LISTEN,)  # requests that stay open for as long as the connection: not a use of the server
@@ -117,14 +117,15 @@ class IdleWatch:
         fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: stopping for idleness before "
                                    "the call was sent", server=self.config.name, link_lost=True, link="unsent"))
 
-    def _answer_unread(self) -> None:
-        """Forwards still in the mailbox of this stopping Connection (told after its stop, or
-        queued behind it) never left troupe: each is answered as unsent, so a FailoverFront sends
-        it to the next target and a Session treats it as a link lost before any of it ran,
-        rather than waiting out its deadline for an answer pykka would have dropped."""
+    def _answer_unread(self, unread: list) -> None:
+        """Forwards still in the mailbox of this stopping Connection (`unread`, as unread_tells
+        took them; told after its stop, or queued behind it) never left troupe: each is answered
+        as unsent, so a FailoverFront sends it to the next target and a Session treats it as a
+        link lost before any of it ran, rather than waiting out its deadline for an answer pykka
+        would have dropped."""
         unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: connection stopped before "
                                "the call was sent", server=self.config.name, link_lost=True, link="unsent")
-        for message in unread_tells(self):  # pyright: ignore[reportArgumentType]  # the Connection actor it is mixed into
+        for message in unread:
             if isinstance(message, Forward):
                 try:
                     message.on_reply(unsent)

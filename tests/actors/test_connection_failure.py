@@ -15,15 +15,40 @@ class _Boom(Exception):
     pass
 
 
-@pytest.fixture
-def runtime():
+def _echo_runtime(**server) -> Runtime:
     cfg = config.from_data({"servers": [{"name": "echo", "transport": {"type": "stdio", "stdio": {
         "command": PYTHON, "args": ["-m", "tests.servers.echo"], "work_dir": str(ROOT)}},
-        "restart": {"min_backoff": 0.05, "max_backoff": 0.1}}], "discovery": {"enabled": False}})
-    rt = Runtime(cfg).start()
+        "restart": {"min_backoff": 0.05, "max_backoff": 0.1}, **server}], "discovery": {"enabled": False}})
+    return Runtime(cfg).start()
+
+
+@pytest.fixture
+def runtime():
+    rt = _echo_runtime()
     yield rt
     rt.stop()
     pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture
+def one_at_a_time():
+    rt = _echo_runtime(max_in_flight=1)
+    yield rt
+    rt.stop()
+    pykka.ActorRegistry.stop_all()
+
+
+def _ready_echo(rt: Runtime):
+    wait_until(lambda: (e := rt.servers.current.get("echo")) is not None and e.state == "ready", 15,
+               message="ready")
+    return rt.servers.current.get("echo").ref
+
+
+def _in_flight(rt: Runtime) -> int:
+    return next(s for s in rt.status()["servers"] if s["name"] == "echo")["in_flight"]
+
+
+SLEEP = {"name": "sleep", "arguments": {"seconds": 30}}
 
 
 def test_crash_in_connection_fails_pending_and_restarts(runtime, monkeypatch):
@@ -67,3 +92,37 @@ def test_a_call_queued_behind_a_stop_is_answered_as_unsent(runtime):
     wait_until(lambda: answers, 10, message="the queued call answered")
     assert len(answers) == 1 and answers[0].link == "unsent" and answers[0].link_lost, answers
     assert "before the call was sent" in answers[0].message
+
+
+def test_an_answer_queued_behind_a_stop_settles_its_call(runtime):
+    """The transport's verdict on a call (here: its POST was refused, so it never left troupe)
+    that reached the mailbox behind the Connection's stop is the call's answer, not "connection
+    stopped": read as lost with the call out, it would count as a call that may have run."""
+    from actors.messages import Forward
+    from actors.tells import tell
+    from actors.transports.base import LinkFailure
+    ref = _ready_echo(runtime)
+    answers = []
+    assert tell(ref, Forward("tools/call", SLEEP, answers.append))
+    wait_until(lambda: _in_flight(runtime) == 1, 10, message="the call in flight")
+    rid = next(rid for rid, p in ref._actor_weakref().requests._pending.items() if p.counted)
+    ref.stop(block=False)  # queued, then the verdict behind it: the actor has not run since
+    assert tell(ref, Inbound(LinkFailure(rid, "echo: POST refused", sent=False)))
+    wait_until(lambda: answers, 10, message="the call answered")
+    assert len(answers) == 1 and answers[0].link == "unsent" and "POST refused" in answers[0].message, answers
+
+
+def test_calls_waiting_for_a_slot_are_answered_as_unsent_when_the_connection_stops(one_at_a_time):
+    """A call held back by max_in_flight never left troupe: a stop answers it as unsent (safe to
+    send elsewhere), while the call out at the server is lost with it (it may have run)."""
+    from actors.messages import Forward
+    from actors.tells import tell
+    ref = _ready_echo(one_at_a_time)
+    out, waiting = [], []
+    assert tell(ref, Forward("tools/call", SLEEP, out.append))
+    assert tell(ref, Forward("tools/call", SLEEP, waiting.append))
+    wait_until(lambda: _in_flight(one_at_a_time) == 1 and ref._actor_weakref().waiting, 10, message="one out, one waiting")
+    ref.stop(block=False)
+    wait_until(lambda: out and waiting, 10, message="both answered")
+    assert waiting[0].link == "unsent" and "before the call was sent" in waiting[0].message, waiting
+    assert out[0].link_lost and out[0].link == "" and "connection stopped" in out[0].message, out
