@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from actors.messages import Forward, UpstreamError
 from actors.protocol import jsonrpc
+from actors.upstream.requests import never_sent
 
 MIN_SEND_WINDOW = 0.1  # a queued call that gets its slot with less time left than this is answered, not sent
 
@@ -20,6 +21,7 @@ class Backpressure:
 
     # What the Connection provides (declared for the type checker; set by Connection.__init__).
     config: Any
+    log: Any
     stats: Any
     waiting: Any
     _failed: bool
@@ -33,6 +35,16 @@ class Backpressure:
                                        f"{self.config.max_queued}); retry later", server=self.config.name))
             return
         self.waiting.add(fwd, fwd.timeout or self.config.timeout)
+
+    def _answer_waiting(self, why: str) -> None:
+        """Empty the line (the connection stops or failed, `why`): its calls never left troupe, so
+        each is answered as unsent and a FailoverFront or Session may send it on, run once."""
+        unsent = never_sent(self.config.name, why)
+        for fwd in self.waiting.clear():
+            try:
+                fwd.on_reply(unsent)
+            except Exception:
+                self.log.exception("reply handler failed")
 
     def _queue_timed_out(self, ticket: int) -> None:
         expired = self.waiting.expire(ticket)

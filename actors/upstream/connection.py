@@ -405,17 +405,6 @@ class Connection(EraOpening, ListPublishing, Backpressure, IdleWatch, pykka.Thre
             if pending is not None and pending.counted:  # a client's call; troupe's own requests end below
                 self._inbound(msg)
 
-    def _answer_waiting(self, message: str) -> None:
-        """The calls waiting beyond max_in_flight never left troupe: answered as unsent, so a
-        FailoverFront or Session may send them on without running anything twice."""
-        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{message} before the call was sent",
-                               server=self.config.name, link_lost=True, link="unsent")
-        for fwd in self.waiting.clear():
-            try:
-                fwd.on_reply(unsent)
-            except Exception:
-                self.log.exception("reply handler failed")
-
     def _fail_all(self, message: str) -> None:
         lost = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, message, server=self.config.name, link_lost=True)
         self._answer_waiting(message)

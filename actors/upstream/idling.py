@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 import gevent
 
-from actors.messages import Forward, UpstreamError
-from actors.protocol import jsonrpc
+from actors.messages import Forward
 from actors.protocol.modern_client import LISTEN
 from actors.supervision.demand import ConnectionIdle, ConnectionIdled, StopIdle
 from actors.tells import tell
+from actors.upstream.requests import never_sent
 
 
 STANDING = (LISTEN,)  # requests that stay open for as long as the connection: not a use of the server
@@ -114,8 +114,7 @@ class IdleWatch:
     def _unsent_idle(self, fwd) -> None:
         """A call that reached this Connection after it agreed to stop: answered as never sent, so its
         Session wakes the server again and sends it to the next Connection."""
-        fwd.on_reply(UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: stopping for idleness before "
-                                   "the call was sent", server=self.config.name, link_lost=True, link="unsent"))
+        fwd.on_reply(never_sent(self.config.name, f"{self.config.name}: stopping for idleness"))
 
     def _answer_unread(self, unread: list) -> None:
         """Forwards still in the mailbox of this stopping Connection (`unread`, as unread_tells
@@ -123,8 +122,7 @@ class IdleWatch:
         as unsent, so a FailoverFront sends it to the next target and a Session treats it as a
         link lost before any of it ran, rather than waiting out its deadline for an answer pykka
         would have dropped."""
-        unsent = UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{self.config.name}: connection stopped before "
-                               "the call was sent", server=self.config.name, link_lost=True, link="unsent")
+        unsent = never_sent(self.config.name, f"{self.config.name}: connection stopped")
         for message in unread:
             if isinstance(message, Forward):
                 try:

@@ -18,6 +18,13 @@ from actors.protocol import jsonrpc, server_shapes
 from actors.upstream.stats import ServerStats
 
 
+def never_sent(server: str, why: str) -> UpstreamError:
+    """The answer for a call that never left troupe (`why`, e.g. "x: connection stopped"): a link
+    lost before any of it ran, so a Session or FailoverFront may send it on (link "unsent")."""
+    return UpstreamError(jsonrpc.SERVER_UNAVAILABLE, f"{why} before the call was sent", server=server,
+                         link_lost=True, link="unsent")
+
+
 def usable_id(value) -> bool:
     """A JSON-RPC id troupe can look up: a string, a number or null (a list or an object is not,
     and true would pass for request 1)."""

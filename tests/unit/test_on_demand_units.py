@@ -20,6 +20,7 @@ from actors.supervision import memory
 from actors.supervision.directory import Directory, ServerView
 from actors.supervision.states import ServerState
 from actors.trust import ledger
+from tests.support import wait_until
 
 ENTRY = "servers:\n  - name: a\n    transport: {type: stdio, stdio: {command: x}}\n"
 
@@ -150,7 +151,11 @@ def test_the_status_report_gains_rss_per_running_server_and_in_all():
     try:
         servers: list[dict] = [{"name": "up", "pid": child.pid}, {"name": "idle", "pid": None}]
         report: dict = {"servers": servers}
-        memory.annotate(report)
+
+        def annotated() -> bool:  # a process just exec'd may show no pages yet on a busy machine
+            memory.annotate(report)
+            return bool(servers[0]["rss_bytes"])
+        wait_until(annotated, 10, message="the child's pages counted")
         assert servers[0]["rss_bytes"] > 0 and servers[1]["rss_bytes"] is None
         mem = report["memory"]
         assert mem["total_rss_bytes"] == mem["troupe_rss_bytes"] + mem["children_rss_bytes"]
